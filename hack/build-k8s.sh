@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Builds etcd, kube-apiserver, kube-controller-manager, kubectl (and, for benchmarks, kubelet and
+# kube-scheduler) from the Kubernetes Go modules at the version pinned in hack/versions.env.
+#
+# `go install k8s.io/kubernetes/cmd/...@vX` refuses modules with replace directives, so we
+# generate a small module of our own (under _output/k8s-build) that requires k8s.io/kubernetes and
+# replaces every staging module with its published v0.X.Y. etcd is built from the same module graph
+# (k8s.io/kubernetes requires go.etcd.io/etcd/server/v3 at the version it supports).
+#
+# Usage: hack/build-k8s.sh [binary ...]   (default: etcd kube-apiserver kube-controller-manager kubectl)
+# Binaries land in _output/bin; a machine-wide copy keyed by version is kept in
+# ${DECKHAND_CACHE:-/var/cache/deckhand}/k8s/<version>/ so a fresh clone on the same machine skips the build.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/hack/versions.env"
+OUT="$ROOT/_output"
+BIN="$OUT/bin"
+CACHE="${DECKHAND_CACHE:-/var/cache/deckhand}/k8s/$KUBE_VERSION"
+mkdir -p "$BIN" "$CACHE"
+
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kubectl)
+
+declare -A pkg=(
+  [etcd]=go.etcd.io/etcd/server/v3
+  [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+  [kubectl]=k8s.io/kubernetes/cmd/kubectl
+  [kubelet]=k8s.io/kubernetes/cmd/kubelet
+  [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+)
+
+need=()
+for t in "${targets[@]}"; do
+  [ -n "${pkg[$t]:-}" ] || { echo "build-k8s: unknown binary $t" >&2; exit 2; }
+  if [ -x "$BIN/$t" ] && [ "$(cat "$BIN/.$t.version" 2>/dev/null)" = "$KUBE_VERSION" ]; then continue; fi
+  if [ -x "$CACHE/$t" ]; then
+    cp -f "$CACHE/$t" "$BIN/$t"; echo "$KUBE_VERSION" > "$BIN/.$t.version"; continue
+  fi
+  need+=("$t")
+done
+[ ${#need[@]} -gt 0 ] || { echo "build-k8s: ${targets[*]} at $KUBE_VERSION already built"; exit 0; }
+
+export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+MOD="$OUT/k8s-build"
+mkdir -p "$MOD"
+if [ ! -f "$MOD/go.sum" ] || [ "$(cat "$MOD/.version" 2>/dev/null)" != "$KUBE_VERSION" ]; then
+  echo "build-k8s: generating the build module for k8s.io/kubernetes $KUBE_VERSION"
+  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  {
+    echo "module deckhand.local/k8s-build"
+    echo
+    sed -n 's/^go \(.*\)/go \1/p' "$gomod"
+    echo
+    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    echo
+    # one replace per staging module, pointed at its published version
+    grep -E '^[[:space:]]*k8s\.io/[^ ]+ => \./staging/' "$gomod" |
+      awk -v v="$KUBE_STAGING_VERSION" '{print "replace " $1 " => " $1 " " v}'
+  } > "$MOD/go.mod"
+  cat > "$MOD/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
+GO
+  (cd "$MOD" && go mod tidy -e >/dev/null)
+  echo "$KUBE_VERSION" > "$MOD/.version"
+fi
+
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
+for t in "${need[@]}"; do
+  echo "build-k8s: building $t ($KUBE_VERSION); the first build takes many minutes"
+  (cd "$MOD" && go build -trimpath -ldflags "$ldflags" -o "$CACHE/$t.tmp" "${pkg[$t]}")
+  mv -f "$CACHE/$t.tmp" "$CACHE/$t"
+  cp -f "$CACHE/$t" "$BIN/$t"
+  echo "$KUBE_VERSION" > "$BIN/.$t.version"
+done
+echo "build-k8s: done (${need[*]})"

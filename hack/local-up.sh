@@ -1,0 +1,1068 @@
+#!/usr/bin/env bash
+# Local one-node cluster for deckhand: etcd, kube-apiserver, kube-controller-manager (built from the
+# Kubernetes Go modules by hack/build-k8s.sh), containerd with its own config, a local registry with
+# images built here, and deckhand itself as the node's kubelet. No kube-scheduler, no kube-proxy.
+#
+# Usage:
+#   hack/local-up.sh [up]            bring everything up (idempotent: running healthy parts are kept)
+#   hack/local-up.sh down [--purge]  stop everything and clean the host (--purge: also etcd + registry data)
+#   hack/local-up.sh status          show what runs
+#   hack/local-up.sh restart-deckhand  stop deckhand, rebuild it if needed, start it again
+#
+# Environment:
+#   NODE_NAME           node name (default: lowercased `hostname`)
+#   DECKHAND_BIN        use this deckhand binary instead of `cargo build --release`
+#   DECKHAND_WAIT_NODE  0 = don't wait for the Node to become Ready (default 1)
+#   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
+#   DECKHAND_ARGS       extra arguments appended to deckhand's command line
+#   LOCAL_UP_STOP_FOREIGN_CONTAINERD=1  stop a containerd that this script did not start
+#
+# Network (everything is removed by `down`): dummy (or, where the kernel has no dummy driver, ifb)
+# interface deckhand0 with 10.250.0.1/32 (node IP,
+# API server), blackhole route for the Service CIDR 10.96.0.0/16, CNI bridge dh-cni0 with pods in
+# 10.244.0.0/24, and iptables guard chains so that pods can never reach the machine's real network.
+# Every server binds 127.0.0.1 or 10.250.0.1.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$ROOT/hack/versions.env"
+
+STATE="$ROOT/_output/local-up"
+BIN="$ROOT/_output/bin"
+PKI="$STATE/pki"
+LOGS="$STATE/logs"
+PIDS="$STATE/pids"
+
+NODE_NAME=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
+NODE_IP=10.250.0.1
+DUMMY_IF=deckhand0
+SERVICE_CIDR=10.96.0.0/16
+POD_CIDR=10.244.0.0/24
+POD_GATEWAY=10.244.0.1
+CLUSTER_CIDR=10.244.0.0/16
+CNI_BRIDGE=dh-cni0
+CNI_NAME=deckhand
+CNI_CONF_DIR=/etc/cni/net.d
+CNI_CONF="$CNI_CONF_DIR/10-deckhand.conflist"
+CNI_BIN_DIR=/usr/lib/cni
+CRI_SOCK=/run/containerd/containerd.sock
+CRI_ENDPOINT="unix://$CRI_SOCK"
+CONTAINERD_ROOT=/var/lib/containerd
+CONTAINERD_STATE=/run/containerd
+CONTAINERD_CONFIG="$STATE/containerd/config.toml"
+CERTS_D=/etc/containerd/certs.d
+REGISTRY=127.0.0.1:5000
+SANDBOX_IMAGE=registry.k8s.io/pause:3.10
+API_PORT=6443
+API_SERVER="https://$NODE_IP:$API_PORT"
+KUBECTL="$BIN/kubectl"
+CRICTL="$BIN/crictl"
+CRICTL_CONFIG=/etc/crictl.yaml
+ADMIN_KUBECONFIG="$STATE/admin.kubeconfig"
+KCM_KUBECONFIG="$STATE/controller-manager.kubeconfig"
+DECKHAND_KUBECONFIG="$STATE/deckhand.kubeconfig"
+DECKHAND_ROOT_DIR=/var/lib/deckhand
+DECKHAND_LOG="$LOGS/deckhand.log"
+DECKHAND_PIDFILE="$PIDS/deckhand.pid"
+DECKHAND_WAIT_NODE=${DECKHAND_WAIT_NODE:-1}
+DECKHAND_WAIT_TIMEOUT=${DECKHAND_WAIT_TIMEOUT:-60}
+MARKER="written by deckhand hack/local-up.sh"
+# iptables chains of ours
+GUARD_FWD=DECKHAND-GUARD
+GUARD_OUT=DECKHAND-GUARD-OUT
+GUARD_IN=DECKHAND-GUARD-IN
+# registries whose names are redirected to the local registry (containerd 1.6 has no catch-all
+# `_default` host directory, so every name a test might use is listed; see README section in the header)
+MIRRORED_REGISTRIES=(docker.io registry-1.docker.io index.docker.io registry.k8s.io k8s.gcr.io gcr.io
+                     quay.io ghcr.io mcr.microsoft.com public.ecr.aws registry.gitlab.com)
+
+T0=$SECONDS
+log() { printf '[local-up %3ss] %s\n' "$((SECONDS - T0))" "$*"; }
+warn() { printf '[local-up %3ss] WARNING: %s\n' "$((SECONDS - T0))" "$*" >&2; }
+die() { printf '[local-up %3ss] ERROR: %s\n' "$((SECONDS - T0))" "$*" >&2; exit 1; }
+# die with the tail of a component's log
+die_log() {
+  local name=$1; shift
+  printf '[local-up %3ss] ERROR: %s\n' "$((SECONDS - T0))" "$*" >&2
+  if [ -f "$LOGS/$name.log" ]; then
+    echo "----- last 40 lines of $LOGS/$name.log -----" >&2
+    tail -n 40 "$LOGS/$name.log" >&2
+    echo "-----" >&2
+  fi
+  exit 1
+}
+
+ipt() { iptables -w 5 "$@"; }
+
+# ---------------------------------------------------------------------------------------------
+# process management. pids/NAME.pid holds the pid, pids/NAME.start the process's start time (field
+# 22 of /proc/PID/stat, so a reused pid is never mistaken for ours) and pids/NAME.cmd the argv it
+# was started with (NUL-separated), so a changed command line is detected and restarted.
+# ---------------------------------------------------------------------------------------------
+proc_starttime() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $20}'; }
+
+proc_alive() {
+  local st
+  [ -r "/proc/$1/stat" ] || return 1
+  st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+# pid of a running component we started, or nothing
+pid_of() {
+  local name=$1 pid
+  [ -f "$PIDS/$name.pid" ] || return 0
+  pid=$(cat "$PIDS/$name.pid" 2>/dev/null || true)
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  proc_alive "$pid" || return 0
+  [ "$(proc_starttime "$pid")" = "$(cat "$PIDS/$name.start" 2>/dev/null)" ] || return 0
+  echo "$pid"
+}
+
+# is it running, started with exactly this argv?
+running_as() {
+  local name=$1; shift
+  [ -n "$(pid_of "$name")" ] || return 1
+  cmp -s "$PIDS/$name.cmd" <(printf '%s\0' "$@")
+}
+
+# start_daemon NAME [VAR=value ...] -- argv...   (detached: setsid, stdin /dev/null, log to logs/NAME.log)
+start_daemon() {
+  local name=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  mkdir -p "$LOGS" "$PIDS"
+  [ -f "$LOGS/$name.log" ] && mv -f "$LOGS/$name.log" "$LOGS/$name.log.1"
+  printf '%s\0' "$@" > "$PIDS/$name.cmd"
+  (
+    cd "$STATE"
+    exec env ${envs[@]+"${envs[@]}"} setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
+  ) &
+  local pid=$!
+  echo "$pid" > "$PIDS/$name.pid"
+  proc_starttime "$pid" > "$PIDS/$name.start" || true
+}
+
+# stop_daemon NAME [TIMEOUT_SECONDS]: SIGTERM, wait, SIGKILL
+stop_daemon() {
+  local name=$1 timeout=${2:-} pid i
+  # kube-apiserver can linger for a minute closing watch connections after it stopped listening
+  [ -n "$timeout" ] || case $name in kube-apiserver) timeout=10 ;; *) timeout=20 ;; esac
+  pid=$(pid_of "$name")
+  if [ -n "$pid" ]; then
+    log "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 $((timeout * 10))); do
+      proc_alive "$pid" || break
+      sleep 0.1
+    done
+    if proc_alive "$pid"; then
+      warn "$name did not exit within ${timeout}s; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      for i in $(seq 1 50); do proc_alive "$pid" || break; sleep 0.1; done
+    fi
+  fi
+  rm -f "$PIDS/$name.pid" "$PIDS/$name.start" "$PIDS/$name.cmd"
+}
+
+# wait_for NAME TIMEOUT CHECK_FUNCTION: poll until healthy; die with the log tail otherwise
+wait_for() {
+  local name=$1 timeout=$2 check=$3 i pid
+  for i in $(seq 1 $((timeout * 5))); do
+    if "$check"; then return 0; fi
+    pid=$(pid_of "$name")
+    [ -n "$pid" ] && proc_alive "$pid" || die_log "$name" "$name exited during startup"
+    sleep 0.2
+  done
+  die_log "$name" "$name did not become healthy within ${timeout}s"
+}
+
+# who listens on a TCP port (for clear errors)
+port_owner() { ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*users:(\(.*\))$/\1/p' | head -1; }
+
+ensure_port_free() {
+  local name=$1 port=$2 owner
+  owner=$(port_owner "$port")
+  [ -z "$owner" ] || die "port $port (for $name) is already in use by: $owner; stop that process first"
+}
+
+# ---------------------------------------------------------------------------------------------
+# health checks
+# ---------------------------------------------------------------------------------------------
+etcd_healthy() { curl -sf --max-time 2 http://127.0.0.1:2379/health 2>/dev/null | grep -q '"health":"true"'; }
+apiserver_ready() {
+  [ "$(curl -s --max-time 3 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+        "$API_SERVER/readyz" 2>/dev/null)" = ok ]
+}
+kcm_healthy() { [ "$(curl -sk --max-time 3 https://127.0.0.1:10257/healthz 2>/dev/null)" = ok ]; }
+registry_healthy() { curl -sf --max-time 2 "http://$REGISTRY/v2/" >/dev/null 2>&1; }
+containerd_answers() { [ -S "$CRI_SOCK" ] && timeout 5 ctr --address "$CRI_SOCK" --timeout 2s version >/dev/null 2>&1; }
+cri_plugin_ok() {
+  ctr --address "$CRI_SOCK" --timeout 2s plugins ls 2>/dev/null |
+    awk '$1=="io.containerd.grpc.v1" && $2=="cri" {print $NF}' | grep -qx ok
+}
+containerd_healthy() { containerd_answers && cri_plugin_ok; }
+
+# ---------------------------------------------------------------------------------------------
+# 1. dependencies and binaries
+# ---------------------------------------------------------------------------------------------
+step_deps() {
+  log "checking host packages (hack/install-deps.sh)"
+  "$ROOT/hack/install-deps.sh"
+  log "control-plane binaries $KUBE_VERSION (hack/build-k8s.sh)"
+  mkdir -p "$ROOT/_output"
+  # one build at a time (a concurrent second run would fight over the module and build caches)
+  (
+    flock -w 3600 9 || die "timed out waiting for another hack/build-k8s.sh"
+    "$ROOT/hack/build-k8s.sh"
+  ) 9>"$ROOT/_output/.build-k8s.lock" || die "hack/build-k8s.sh failed"
+  # crictl is optional (debugging, and a CRI cleanup path for `down`)
+  "$ROOT/hack/build-crictl.sh" || warn "crictl could not be built; continuing without it"
+  local b
+  for b in etcd kube-apiserver kube-controller-manager kubectl; do
+    [ -x "$BIN/$b" ] || die "$BIN/$b is missing after hack/build-k8s.sh"
+  done
+}
+
+# ---------------------------------------------------------------------------------------------
+# 2. network
+# ---------------------------------------------------------------------------------------------
+real_iface() { ip -4 route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}'; }
+
+ensure_chain() { ipt -t "$1" -N "$2" 2>/dev/null || ipt -t "$1" -F "$2"; }
+ensure_jump() {  # TABLE HOOK CHAIN: make sure HOOK's first rule jumps to CHAIN
+  ipt -t "$1" -C "$2" -j "$3" 2>/dev/null || ipt -t "$1" -I "$2" 1 -j "$3"
+}
+
+step_network() {
+  log "network: $DUMMY_IF $NODE_IP/32, blackhole $SERVICE_CIDR, guard chains"
+  mkdir -p "$STATE"
+  if ! ip link show "$DUMMY_IF" >/dev/null 2>&1; then
+    # this kernel may lack the dummy driver (no modules); an ifb device behaves the same for a
+    # local address (nothing is ever transmitted on it: local traffic goes through lo)
+    ip link add "$DUMMY_IF" type dummy 2>/dev/null || ip link add "$DUMMY_IF" type ifb ||
+      die "cannot create $DUMMY_IF (neither the dummy nor the ifb link type is available)"
+  fi
+  sysctl -qw "net.ipv6.conf.$DUMMY_IF.disable_ipv6=1" 2>/dev/null || true
+  ip addr replace "$NODE_IP/32" dev "$DUMMY_IF"
+  ip link set "$DUMMY_IF" up
+  ip route replace blackhole "$SERVICE_CIDR"
+
+  # remember ip_forward as it was before the first `up`; `down` restores it
+  [ -s "$STATE/ip_forward.orig" ] || sysctl -n net.ipv4.ip_forward > "$STATE/ip_forward.orig"
+  sysctl -qw net.ipv4.ip_forward=1
+
+  local rif; rif=$(real_iface)
+  # FORWARD: pods may talk to each other (dh-cni0), to the node IP (deckhand0) and loopback;
+  # nothing from the pod network may leave through the machine's real interface, and nothing
+  # may go to the Service CIDR (no kube-proxy translates it).
+  ensure_chain filter "$GUARD_FWD"
+  ipt -A "$GUARD_FWD" -d "$SERVICE_CIDR" -m comment --comment "deckhand: no kube-proxy" -j REJECT --reject-with icmp-net-unreachable
+  if [ -n "$rif" ] && [ "$rif" != "$CNI_BRIDGE" ] && [ "$rif" != "$DUMMY_IF" ]; then
+    ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o "$rif" -m comment --comment "deckhand: pods never reach the real network" -j REJECT --reject-with icmp-net-unreachable
+  fi
+  ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o "$CNI_BRIDGE" -j RETURN
+  ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o "$DUMMY_IF" -j RETURN
+  ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o lo -j RETURN
+  ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -m comment --comment "deckhand: pods only reach local addresses" -j REJECT --reject-with icmp-net-unreachable
+  ensure_jump filter FORWARD "$GUARD_FWD"
+
+  # OUTPUT: the host itself never sends to the Service CIDR either (besides the blackhole route)
+  ensure_chain filter "$GUARD_OUT"
+  ipt -A "$GUARD_OUT" -d "$SERVICE_CIDR" -m comment --comment "deckhand: no kube-proxy" -j REJECT --reject-with icmp-net-unreachable
+  ensure_jump filter OUTPUT "$GUARD_OUT"
+
+  # INPUT: from pods, the host accepts only traffic to the node IP and the pod network's gateway
+  ensure_chain filter "$GUARD_IN"
+  ipt -A "$GUARD_IN" -s "$CLUSTER_CIDR" -d "$NODE_IP" -j RETURN
+  ipt -A "$GUARD_IN" -s "$CLUSTER_CIDR" -d "$CLUSTER_CIDR" -j RETURN
+  ipt -A "$GUARD_IN" -s "$CLUSTER_CIDR" -m addrtype --dst-type BROADCAST,MULTICAST -j RETURN
+  ipt -A "$GUARD_IN" -s "$CLUSTER_CIDR" -m comment --comment "deckhand: pods reach only the node IP" -j REJECT --reject-with icmp-host-prohibited
+  ensure_jump filter INPUT "$GUARD_IN"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 3. PKI (openssl; generated once, reused; a cert is re-issued if invalid, expiring or renamed)
+# ---------------------------------------------------------------------------------------------
+gen_ca() {  # NAME CN
+  local name=$1 cn=$2
+  if [ -s "$PKI/$name.key" ] && [ -s "$PKI/$name.crt" ] &&
+     openssl x509 -in "$PKI/$name.crt" -noout -checkend 2592000 >/dev/null 2>&1; then
+    return 0
+  fi
+  log "pki: new CA $name ($cn)"
+  # a new CA invalidates every certificate it signed before
+  local f
+  for f in "$PKI"/*.crt; do
+    [ -e "$f" ] && [ "$(cat "${f%.crt}.ca" 2>/dev/null)" = "$name" ] && rm -f "$f"
+  done
+  printf '%s\n' "[req]" "distinguished_name = dn" "prompt = no" "[dn]" "CN = $cn" "[v3_ca]" \
+    "basicConstraints = critical, CA:TRUE" "keyUsage = critical, keyCertSign, cRLSign, digitalSignature" \
+    "subjectKeyIdentifier = hash" "authorityKeyIdentifier = keyid:always" > "$PKI/$name.cnf"
+  openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
+  chmod 600 "$PKI/$name.key"
+  openssl req -x509 -new -key "$PKI/$name.key" -sha256 -days 3650 -config "$PKI/$name.cnf" -extensions v3_ca \
+    -out "$PKI/$name.crt" 2>/dev/null
+}
+
+# gen_cert NAME SUBJECT EKU [SANS]   (signed by the CA named in $SIGNER, default "ca")
+gen_cert() {
+  local name=$1 subj=$2 eku=$3 sans=${4:-} ca=${SIGNER:-ca}
+  local crt="$PKI/$name.crt" key="$PKI/$name.key"
+  if [ -s "$crt" ] && [ -s "$key" ] &&
+     openssl verify -CAfile "$PKI/$ca.crt" "$crt" >/dev/null 2>&1 &&
+     openssl x509 -in "$crt" -noout -checkend 2592000 >/dev/null 2>&1 &&
+     [ "$(openssl x509 -in "$crt" -noout -subject -nameopt compat 2>/dev/null)" = "subject=$subj" ] &&
+     [ "$(openssl x509 -in "$crt" -noout -pubkey | sha256sum)" = "$(openssl pkey -in "$key" -pubout | sha256sum)" ]; then
+    return 0
+  fi
+  log "pki: issuing $name ($subj)"
+  {
+    echo "basicConstraints = critical, CA:FALSE"
+    echo "keyUsage = critical, digitalSignature, keyEncipherment"
+    echo "extendedKeyUsage = $eku"
+    echo "subjectKeyIdentifier = hash"
+    echo "authorityKeyIdentifier = keyid"
+    [ -z "$sans" ] || echo "subjectAltName = $sans"
+  } > "$PKI/$name.ext"
+  openssl genrsa -out "$key" 2048 2>/dev/null
+  openssl req -new -key "$key" -subj "$subj" -out "$PKI/$name.csr" 2>/dev/null
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" \
+    -set_serial "0x$(openssl rand -hex 16)" -days 3650 -sha256 -extfile "$PKI/$name.ext" -out "$crt" 2>/dev/null
+  rm -f "$PKI/$name.csr"
+  echo "$ca" > "$PKI/$name.ca"
+  chmod 600 "$key"
+}
+
+step_pki() {
+  mkdir -p "$PKI"; chmod 700 "$PKI"
+  gen_ca ca deckhand-local-ca
+  gen_ca front-proxy-ca deckhand-local-front-proxy-ca
+  gen_cert apiserver "/CN=kube-apiserver" serverAuth \
+    "IP:$NODE_IP, IP:127.0.0.1, IP:10.96.0.1, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc, DNS:kubernetes.default.svc.cluster.local, DNS:localhost"
+  gen_cert admin "/O=system:masters/CN=kubernetes-admin" clientAuth
+  gen_cert controller-manager "/CN=system:kube-controller-manager" clientAuth
+  gen_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  gen_cert node "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
+  # serving certificate for deckhand's own HTTPS server (port 10250), signed by the cluster CA
+  gen_cert node-serving "/O=system:nodes/CN=system:node:$NODE_NAME" serverAuth \
+    "IP:$NODE_IP, IP:127.0.0.1, DNS:$NODE_NAME, DNS:localhost"
+  # aggregation layer (kube-controller-manager and other delegated authenticators read this CA)
+  SIGNER=front-proxy-ca gen_cert front-proxy-client "/CN=front-proxy-client" clientAuth
+  if [ ! -s "$PKI/sa.key" ] || [ ! -s "$PKI/sa.pub" ]; then
+    log "pki: service-account key pair"
+    openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+    chmod 600 "$PKI/sa.key"
+  fi
+  log "pki: ok ($PKI)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 4. kubeconfigs (certificates embedded, so they work from any directory)
+# ---------------------------------------------------------------------------------------------
+write_kubeconfig() {  # FILE USER CERT_NAME
+  local file=$1 user=$2 cert=$3
+  local tmp="$file.tmp.$$"
+  cat > "$tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: deckhand-local
+  cluster:
+    server: $API_SERVER
+    certificate-authority-data: $(base64 -w0 < "$PKI/ca.crt")
+users:
+- name: $user
+  user:
+    client-certificate-data: $(base64 -w0 < "$PKI/$cert.crt")
+    client-key-data: $(base64 -w0 < "$PKI/$cert.key")
+contexts:
+- name: $user@deckhand-local
+  context:
+    cluster: deckhand-local
+    user: $user
+current-context: $user@deckhand-local
+preferences: {}
+EOF
+  chmod 600 "$tmp"
+  if cmp -s "$tmp" "$file"; then rm -f "$tmp"; else mv -f "$tmp" "$file"; fi
+}
+
+step_kubeconfigs() {
+  write_kubeconfig "$ADMIN_KUBECONFIG" kubernetes-admin admin
+  write_kubeconfig "$KCM_KUBECONFIG" system:kube-controller-manager controller-manager
+  write_kubeconfig "$DECKHAND_KUBECONFIG" "system:node:$NODE_NAME" node
+  log "kubeconfigs: $ADMIN_KUBECONFIG, $(basename "$KCM_KUBECONFIG"), $(basename "$DECKHAND_KUBECONFIG")"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 5. etcd, kube-apiserver, kube-controller-manager
+# ---------------------------------------------------------------------------------------------
+# ensure_daemon NAME PORT HEALTHCHECK TIMEOUT [VAR=value ...] -- argv...
+ensure_daemon() {
+  local name=$1 port=$2 check=$3 timeout=$4; shift 4
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  if running_as "$name" "$@"; then
+    if "$check"; then log "$name: already running (pid $(pid_of "$name")), healthy"; return 0; fi
+    log "$name: running (pid $(pid_of "$name")) but not healthy yet; waiting"
+    local i
+    for i in $(seq 1 $((timeout * 5))); do "$check" && break; sleep 0.2; done
+    if "$check"; then log "$name: healthy"; return 0; fi
+    warn "$name is running but unhealthy; restarting it"
+    stop_daemon "$name"
+  elif [ -n "$(pid_of "$name")" ]; then
+    log "$name: configuration changed; restarting"
+    stop_daemon "$name"
+  fi
+  [ -z "$port" ] || ensure_port_free "$name" "$port"
+  log "$name: starting (log $LOGS/$name.log)"
+  start_daemon "$name" ${envs[@]+"${envs[@]}"} -- "$@"
+  wait_for "$name" "$timeout" "$check"
+  log "$name: healthy (pid $(pid_of "$name"))"
+}
+
+step_etcd() {
+  mkdir -p "$STATE/etcd"; chmod 700 "$STATE/etcd"
+  ensure_daemon etcd 2379 etcd_healthy 60 -- "$BIN/etcd" \
+    --name local-up \
+    --data-dir "$STATE/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 \
+    --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 \
+    --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster local-up=http://127.0.0.1:2380 \
+    --initial-cluster-state new \
+    --log-level warn
+}
+
+step_apiserver() {
+  ensure_daemon kube-apiserver "$API_PORT" apiserver_ready 120 -- "$BIN/kube-apiserver" \
+    --bind-address="$NODE_IP" \
+    --advertise-address="$NODE_IP" \
+    --secure-port="$API_PORT" \
+    --etcd-servers=http://127.0.0.1:2379 \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction \
+    --enable-bootstrap-token-auth \
+    --allow-privileged=true \
+    --client-ca-file="$PKI/ca.crt" \
+    --tls-cert-file="$PKI/apiserver.crt" \
+    --tls-private-key-file="$PKI/apiserver.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" \
+    --service-account-signing-key-file="$PKI/sa.key" \
+    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
+    --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
+    --proxy-client-key-file="$PKI/front-proxy-client.key" \
+    --cert-dir="$STATE/apiserver-certs" \
+    --profiling=false \
+    --v=1
+}
+
+step_controller_manager() {
+  ensure_daemon kube-controller-manager 10257 kcm_healthy 60 -- "$BIN/kube-controller-manager" \
+    --kubeconfig="$KCM_KUBECONFIG" \
+    --authentication-kubeconfig="$KCM_KUBECONFIG" \
+    --authorization-kubeconfig="$KCM_KUBECONFIG" \
+    --bind-address=127.0.0.1 \
+    --secure-port=10257 \
+    --cert-dir="$STATE/controller-manager-certs" \
+    '--controllers=*,bootstrapsigner,tokencleaner' \
+    --use-service-account-credentials \
+    --root-ca-file="$PKI/ca.crt" \
+    --service-account-private-key-file="$PKI/sa.key" \
+    --cluster-signing-cert-file="$PKI/ca.crt" \
+    --cluster-signing-key-file="$PKI/ca.key" \
+    --leader-elect=false \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --allocate-node-cidrs=true \
+    --cluster-cidr="$CLUSTER_CIDR" \
+    --node-cidr-mask-size=24 \
+    --profiling=false \
+    --v=1
+}
+
+# ---------------------------------------------------------------------------------------------
+# 6. containerd + CNI, 7. registry
+# ---------------------------------------------------------------------------------------------
+write_if_changed() {  # FILE (content on stdin); returns 0 if the file changed
+  local file=$1 tmp="$1.tmp.$$"
+  mkdir -p "$(dirname "$file")"
+  cat > "$tmp"
+  if cmp -s "$tmp" "$file"; then rm -f "$tmp"; return 1; fi
+  mv -f "$tmp" "$file"
+}
+
+write_containerd_config() {
+  write_if_changed "$CONTAINERD_CONFIG" <<EOF || true
+# $MARKER: containerd 1.6 for the local cluster (cgroup v1, no systemd)
+version = 2
+root = "$CONTAINERD_ROOT"
+state = "$CONTAINERD_STATE"
+oom_score = 0
+
+[grpc]
+  address = "$CRI_SOCK"
+
+[debug]
+  level = "info"
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "$SANDBOX_IMAGE"
+    # CRI streaming server (exec/attach/port-forward URLs) stays on loopback
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    enable_selinux = false
+    # this VM withholds CAP_SYS_RESOURCE: runc cannot set the sandbox's negative oom_score_adj
+    restrict_oom_score_adj = true
+    max_container_log_line_size = 16384
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      discard_unpacked_layers = false
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          BinaryName = "$(command -v runc)"
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "$CNI_BIN_DIR"
+      conf_dir = "$CNI_CONF_DIR"
+      max_conf_num = 1
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      # hosts.toml per registry (never combine with registry.mirrors: the CRI plugin would not load)
+      config_path = "$CERTS_D"
+EOF
+}
+
+write_hosts_toml() {
+  local r
+  for r in "${MIRRORED_REGISTRIES[@]}" "$REGISTRY"; do
+    local f="$CERTS_D/$r/hosts.toml"
+    if [ -f "$f" ] && ! grep -q "$MARKER" "$f"; then
+      warn "replacing $f (not written by local-up; saved as $f.orig)"
+      cp -f "$f" "$f.orig"
+    fi
+    write_if_changed "$f" <<EOF || true
+# $MARKER: $r resolves ONLY to the local registry
+server = "http://$REGISTRY"
+
+[host."http://$REGISTRY"]
+  capabilities = ["pull", "resolve"]
+EOF
+  done
+}
+
+write_crictl_config() {
+  if [ -f "$CRICTL_CONFIG" ] && ! grep -q "$MARKER" "$CRICTL_CONFIG"; then
+    warn "replacing $CRICTL_CONFIG (not written by local-up; saved as $CRICTL_CONFIG.orig)"
+    cp -f "$CRICTL_CONFIG" "$CRICTL_CONFIG.orig"
+  fi
+  write_if_changed "$CRICTL_CONFIG" <<EOF || true
+# $MARKER
+runtime-endpoint: $CRI_ENDPOINT
+image-endpoint: $CRI_ENDPOINT
+timeout: 30
+EOF
+}
+
+write_cni_conf() {
+  mkdir -p "$CNI_CONF_DIR"
+  local f
+  for f in "$CNI_CONF_DIR"/*; do
+    [ -e "$f" ] || continue
+    [ "$f" = "$CNI_CONF" ] && continue
+    if grep -q '"deckhand' "$f" 2>/dev/null && grep -q "$CNI_BRIDGE" "$f" 2>/dev/null; then
+      log "cni: removing our old config $f"; rm -f "$f"
+    else
+      warn "foreign CNI config $f present (left alone; containerd loads the first file in lexical order)"
+    fi
+  done
+  write_if_changed "$CNI_CONF" <<EOF || true
+{
+  "cniVersion": "1.0.0",
+  "name": "$CNI_NAME",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$CNI_BRIDGE",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{ "subnet": "$POD_CIDR", "gateway": "$POD_GATEWAY" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }]
+      }
+    },
+    { "type": "portmap", "capabilities": { "portMappings": true }, "snat": true }
+  ]
+}
+EOF
+}
+
+# pid of whatever serves the containerd socket
+socket_owner_pid() {
+  ss -Hlxp 2>/dev/null | awk -v s="$CRI_SOCK" '$5 == s' | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1
+}
+
+step_containerd() {
+  write_containerd_config
+  write_hosts_toml
+  write_cni_conf
+  write_crictl_config
+  local argv=(containerd --config "$CONTAINERD_CONFIG")
+  argv[0]=$(command -v containerd)
+  if ! running_as containerd "${argv[@]}"; then
+    local owner; owner=$(socket_owner_pid)
+    if [ -n "$owner" ] && [ "$owner" != "$(pid_of containerd)" ]; then
+      local cmd; cmd=$(tr '\0' ' ' < "/proc/$owner/cmdline" 2>/dev/null || true)
+      if [ "${LOCAL_UP_STOP_FOREIGN_CONTAINERD:-0}" = 1 ]; then
+        log "containerd: stopping a containerd not started by local-up (pid $owner: $cmd)"
+        kill -TERM "$owner"
+        local i; for i in $(seq 1 100); do proc_alive "$owner" || break; sleep 0.1; done
+        proc_alive "$owner" && die "containerd pid $owner did not stop"
+      else
+        die "a containerd not started by local-up serves $CRI_SOCK (pid $owner: $cmd). Stop it (kill $owner) or rerun with LOCAL_UP_STOP_FOREIGN_CONTAINERD=1"
+      fi
+    fi
+  fi
+  ensure_daemon containerd "" containerd_healthy 60 -- "${argv[@]}"
+  if ! cri_plugin_ok; then die_log containerd "containerd's CRI plugin did not load"; fi
+}
+
+step_registry() {
+  mkdir -p "$STATE/registry/data"
+  write_if_changed "$STATE/registry/config.yml" <<EOF || true
+# $MARKER (Debian's default config wants htpasswd auth and listens on all interfaces)
+version: 0.1
+log:
+  level: info
+  fields:
+    service: registry
+storage:
+  cache:
+    blobdescriptor: inmemory
+  filesystem:
+    rootdirectory: $STATE/registry/data
+  delete:
+    enabled: true
+http:
+  addr: $REGISTRY
+  headers:
+    X-Content-Type-Options: [nosniff]
+EOF
+  ensure_daemon registry 5000 registry_healthy 30 -- "$(command -v docker-registry)" serve "$STATE/registry/config.yml"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 8. images
+# ---------------------------------------------------------------------------------------------
+step_images() {
+  log "images: hack/images/build-images.sh"
+  REGISTRY=$REGISTRY "$ROOT/hack/images/build-images.sh" 2>&1 | sed 's/^/    /'
+  # prove the mirror mapping through the CRI plugin's own image store (namespace k8s.io)
+  local img
+  for img in docker.io/library/busybox:latest "$SANDBOX_IMAGE"; do
+    ctr --address "$CRI_SOCK" -n k8s.io images pull --hosts-dir "$CERTS_D" "$img" >/dev/null 2>"$STATE/pull.err" ||
+      { cat "$STATE/pull.err" >&2; die "containerd could not pull $img from the local registry"; }
+  done
+  rm -f "$STATE/pull.err"
+  log "images: docker.io/library/busybox:latest and $SANDBOX_IMAGE pull from $REGISTRY"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 9. deckhand
+# ---------------------------------------------------------------------------------------------
+deckhand_bin() {
+  if [ -n "${DECKHAND_BIN:-}" ]; then echo "$DECKHAND_BIN"; else echo "$ROOT/target/release/deckhand"; fi
+}
+
+build_deckhand() {
+  if [ -n "${DECKHAND_BIN:-}" ]; then
+    [ -x "$DECKHAND_BIN" ] || die "DECKHAND_BIN=$DECKHAND_BIN is not an executable file"
+    log "deckhand: using DECKHAND_BIN=$DECKHAND_BIN"
+    return 0
+  fi
+  command -v cargo >/dev/null || die "cargo not found (install Rust, or set DECKHAND_BIN)"
+  log "deckhand: cargo build --release --bin deckhand"
+  if ! (cd "$ROOT" && cargo build --release --bin deckhand) > "$STATE/cargo-build.log" 2>&1; then
+    echo "----- last 40 lines of $STATE/cargo-build.log -----" >&2
+    tail -n 40 "$STATE/cargo-build.log" >&2
+    die "cargo build --release --bin deckhand failed"
+  fi
+  [ -x "$ROOT/target/release/deckhand" ] || die "cargo build did not produce target/release/deckhand"
+}
+
+deckhand_argv() {
+  local argv=("$(deckhand_bin)"
+    --kubeconfig "$DECKHAND_KUBECONFIG"
+    --hostname-override "$NODE_NAME"
+    --node-ip "$NODE_IP"
+    --container-runtime-endpoint "$CRI_ENDPOINT"
+    --root-dir "$DECKHAND_ROOT_DIR")
+  # shellcheck disable=SC2206
+  [ -z "${DECKHAND_ARGS:-}" ] || argv+=($DECKHAND_ARGS)
+  printf '%s\0' "${argv[@]}"
+}
+
+node_ready() {
+  [ "$("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" get node "$NODE_NAME" \
+        -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+start_deckhand() {
+  local argv=()
+  mapfile -d '' argv < <(deckhand_argv)
+  mkdir -p "$DECKHAND_ROOT_DIR"
+  if running_as deckhand "${argv[@]}"; then
+    # a rebuilt binary replaces the file; the running process then shows "(deleted)"
+    if [ "$(readlink "/proc/$(pid_of deckhand)/exe")" != "$(readlink -f "${argv[0]}") (deleted)" ]; then
+      log "deckhand: already running (pid $(pid_of deckhand))"
+    else
+      log "deckhand: binary changed; restarting"
+      stop_deckhand
+    fi
+  elif [ -n "$(pid_of deckhand)" ]; then
+    log "deckhand: command line changed; restarting"
+    stop_deckhand
+  fi
+  if [ -z "$(pid_of deckhand)" ]; then
+    log "deckhand: starting (log $DECKHAND_LOG)"
+    start_daemon deckhand RUST_LOG="${RUST_LOG:-info}" -- "${argv[@]}"
+    sleep 1
+    if ! proc_alive "$(cat "$DECKHAND_PIDFILE")"; then
+      if [ "$DECKHAND_WAIT_NODE" = 0 ]; then
+        warn "deckhand exited right after start (log $DECKHAND_LOG):"
+        tail -n 10 "$DECKHAND_LOG" | sed 's/^/    /' >&2
+        return 0
+      fi
+      die_log deckhand "deckhand exited right after start"
+    fi
+    log "deckhand: running (pid $(pid_of deckhand))"
+  fi
+  if [ "$DECKHAND_WAIT_NODE" != 0 ]; then
+    log "deckhand: waiting up to ${DECKHAND_WAIT_TIMEOUT}s for Node $NODE_NAME to be Ready (DECKHAND_WAIT_NODE=0 skips)"
+    local i
+    for i in $(seq 1 "$DECKHAND_WAIT_TIMEOUT"); do
+      node_ready && { log "deckhand: Node $NODE_NAME is Ready"; return 0; }
+      proc_alive "$(cat "$DECKHAND_PIDFILE" 2>/dev/null || echo 0)" || die_log deckhand "deckhand exited"
+      sleep 1
+    done
+    die_log deckhand "Node $NODE_NAME did not become Ready within ${DECKHAND_WAIT_TIMEOUT}s"
+  fi
+}
+
+stop_deckhand() { stop_daemon deckhand 30; }
+
+# ---------------------------------------------------------------------------------------------
+# 10. env file, 11. hints
+# ---------------------------------------------------------------------------------------------
+write_env() {
+  write_if_changed "$STATE/env" <<EOF || true
+# $MARKER; sourceable (KEY=value)
+ROOT=$ROOT
+STATE_DIR=$STATE
+KUBECONFIG=$ADMIN_KUBECONFIG
+KUBECTL=$KUBECTL
+CRICTL=$CRICTL
+KUBE_VERSION=$KUBE_VERSION
+API_SERVER=$API_SERVER
+NODE_NAME=$NODE_NAME
+NODE_IP=$NODE_IP
+CRI_ENDPOINT=$CRI_ENDPOINT
+POD_CIDR=$POD_CIDR
+CLUSTER_CIDR=$CLUSTER_CIDR
+SERVICE_CIDR=$SERVICE_CIDR
+REGISTRY=$REGISTRY
+SANDBOX_IMAGE=$SANDBOX_IMAGE
+CNI_CONF=$CNI_CONF
+CA_CERT=$PKI/ca.crt
+PKI_DIR=$PKI
+DECKHAND_KUBECONFIG=$DECKHAND_KUBECONFIG
+DECKHAND_TLS_CERT=$PKI/node-serving.crt
+DECKHAND_TLS_KEY=$PKI/node-serving.key
+DECKHAND_ROOT_DIR=$DECKHAND_ROOT_DIR
+DECKHAND_BIN=$(deckhand_bin)
+DECKHAND_LOG=$DECKHAND_LOG
+DECKHAND_PIDFILE=$DECKHAND_PIDFILE
+EOF
+}
+
+print_hints() {
+  cat <<EOF
+
+Local cluster is up (node $NODE_NAME, API $API_SERVER). Next:
+
+  export KUBECONFIG=$ADMIN_KUBECONFIG
+  $KUBECTL get nodes -o wide
+  $KUBECTL run demo --image=busybox --restart=Never \\
+      --overrides='{"apiVersion":"v1","spec":{"nodeName":"$NODE_NAME"}}' -- sh -c 'echo hello; sleep 3600'
+  $KUBECTL get pods -o wide; $KUBECTL logs demo
+
+  $CRICTL pods; $CRICTL ps -a      (CRI view; /etc/crictl.yaml points at containerd)
+
+  (no scheduler: pods must set spec.nodeName)
+  deckhand log: $DECKHAND_LOG       state: . $STATE/env
+  hack/local-up.sh status | restart-deckhand | down [--purge]
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# 12. down
+# ---------------------------------------------------------------------------------------------
+umount_under() {  # unmount every mount point below the given prefixes, deepest first
+  local prefixes=("$@") mp p
+  # mountinfo field 5 is the mount point with octal escapes (\040 = space)
+  while IFS= read -r mp; do
+    mp=$(printf '%b' "$mp")
+    for p in "${prefixes[@]}"; do
+      case "$mp" in
+        "$p"|"$p"/*) umount "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || warn "cannot unmount $mp"; break ;;
+      esac
+    done
+  done < <(awk '{print $5}' /proc/self/mountinfo | awk '{print length($0) " " $0}' | sort -rn | cut -d' ' -f2-)
+}
+
+cri_cleanup() {
+  local bin; bin=$(deckhand_bin)
+  if containerd_answers; then
+    if [ -x "$bin" ] && timeout 10 "$bin" cri-cleanup --help >/dev/null 2>&1; then
+      log "down: deckhand cri-cleanup (stops and removes every sandbox through CRI)"
+      timeout 120 "$bin" --container-runtime-endpoint "$CRI_ENDPOINT" cri-cleanup 2>&1 | sed 's/^/    /' ||
+        warn "deckhand cri-cleanup failed; falling back to ctr"
+    fi
+    if [ -x "$CRICTL" ] && [ -n "$("$CRICTL" -r "$CRI_ENDPOINT" pods -q 2>/dev/null)" ]; then
+      log "down: crictl rmp -af (stops and removes every sandbox through CRI)"
+      timeout 120 "$CRICTL" -r "$CRI_ENDPOINT" rmp -af 2>&1 | sed 's/^/    /' || warn "crictl rmp -af failed; falling back to ctr"
+    fi
+    # fallback (and sweep): kill and delete every task and container in the CRI namespace
+    local ctr=(ctr --address "$CRI_SOCK" -n k8s.io) ids id n=0
+    ids=$("${ctr[@]}" tasks ls -q 2>/dev/null || true)
+    for id in $ids; do "${ctr[@]}" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true; done
+    for id in $ids; do
+      local i; for i in $(seq 1 50); do
+        "${ctr[@]}" tasks ls 2>/dev/null | awk -v id="$id" '$1 == id {print $3}' | grep -q RUNNING || break
+        sleep 0.1
+      done
+      "${ctr[@]}" tasks delete -f "$id" >/dev/null 2>&1 || true
+    done
+    for id in $("${ctr[@]}" containers ls -q 2>/dev/null || true); do
+      "${ctr[@]}" containers delete "$id" >/dev/null 2>&1 && n=$((n + 1)) || true
+    done
+    [ "$n" = 0 ] || log "down: removed $n CRI container(s)/sandbox(es) with ctr"
+  else
+    log "down: containerd not answering; cleaning host state directly"
+  fi
+}
+
+# kill every process left in the pod cgroups, then remove those cgroups depth-first
+cleanup_cgroups() {
+  local d pids
+  for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/k8s.io; do
+    [ -d "$d" ] || continue
+    pids=$(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)
+    # shellcheck disable=SC2086
+    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+  done
+  sleep 0.2
+  for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/k8s.io; do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    [ -d "$d" ] && warn "could not remove every cgroup under $d"
+  done
+  return 0
+}
+
+# shims of the k8s.io namespace that outlived containerd
+kill_k8s_shims() {
+  local p cmd
+  for p in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' 2>/dev/null < "$p/cmdline") || continue
+    case "$cmd" in
+      *containerd-shim*"-namespace k8s.io"*"-address $CRI_SOCK"*) kill -KILL "${p#/proc/}" 2>/dev/null || true ;;
+    esac
+  done
+}
+
+cleanup_cni_iptables() {
+  local table chain rule
+  for table in nat filter mangle; do
+    # drop every rule that jumps to a CNI-* chain from a built-in chain, then the chains themselves
+    ipt -t "$table" -S 2>/dev/null | { grep -E '^-A [A-Z]+ .*-j CNI-' || true; } | while IFS= read -r rule; do
+      # shellcheck disable=SC2086
+      eval "ipt -t $table -D ${rule#-A }" 2>/dev/null || true
+    done
+    for chain in $(ipt -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}'); do
+      ipt -t "$table" -F "$chain" 2>/dev/null || true
+    done
+    for chain in $(ipt -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}'); do
+      ipt -t "$table" -X "$chain" 2>/dev/null || true
+    done
+  done
+}
+
+cleanup_network() {
+  local ns
+  # pod network namespaces left by CNI
+  for ns in /run/netns/cni-*; do
+    [ -e "$ns" ] || continue
+    umount "$ns" 2>/dev/null || umount -l "$ns" 2>/dev/null || true
+    rm -f "$ns"
+  done
+  rm -rf "/var/lib/cni/networks/$CNI_NAME" "/var/lib/cni/results/$CNI_NAME"-* 2>/dev/null || true
+  ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && ip link del "$CNI_BRIDGE"
+  cleanup_cni_iptables
+  # guard chains
+  local hook chain
+  for hook in FORWARD:$GUARD_FWD OUTPUT:$GUARD_OUT INPUT:$GUARD_IN; do
+    chain=${hook#*:}; hook=${hook%%:*}
+    while ipt -D "$hook" -j "$chain" 2>/dev/null; do :; done
+    ipt -F "$chain" 2>/dev/null || true
+    ipt -X "$chain" 2>/dev/null || true
+  done
+  ip route del blackhole "$SERVICE_CIDR" 2>/dev/null || true
+  ip link show "$DUMMY_IF" >/dev/null 2>&1 && ip link del "$DUMMY_IF"
+  if [ -s "$STATE/ip_forward.orig" ]; then
+    sysctl -qw net.ipv4.ip_forward="$(cat "$STATE/ip_forward.orig")"
+    rm -f "$STATE/ip_forward.orig"
+  fi
+  return 0
+}
+
+cmd_down() {
+  local purge=0
+  [ "${1:-}" = "--purge" ] && purge=1
+  log "down: stopping deckhand"
+  stop_deckhand
+  # the CRI cleanup needs containerd; start it briefly if pods outlived it
+  if ! containerd_answers && [ -f "$CONTAINERD_CONFIG" ] &&
+     [ -n "$(ls -A "$CONTAINERD_STATE/io.containerd.runtime.v2.task/k8s.io" 2>/dev/null)" ]; then
+    log "down: starting containerd to remove leftover pods"
+    start_daemon containerd -- "$(command -v containerd)" --config "$CONTAINERD_CONFIG"
+    local i; for i in $(seq 1 50); do containerd_answers && break; sleep 0.2; done
+  fi
+  cri_cleanup
+  stop_daemon kube-controller-manager
+  stop_daemon kube-apiserver
+  stop_daemon etcd
+  stop_daemon containerd
+  stop_daemon registry
+  kill_k8s_shims
+  log "down: cleaning mounts, netns, CNI state, cgroups, pod logs"
+  cleanup_cgroups
+  umount_under "$CONTAINERD_STATE/io.containerd.runtime.v2.task" "$CONTAINERD_STATE/io.containerd.grpc.v1.cri" \
+    "$CONTAINERD_ROOT/io.containerd.grpc.v1.cri" "$DECKHAND_ROOT_DIR"
+  rm -rf /var/log/pods/* 2>/dev/null || true
+  find /var/log/containers -maxdepth 1 -type l -lname '/var/log/pods/*' -delete 2>/dev/null || true
+  cleanup_network
+  rm -f "$CNI_CONF"
+  if [ -f "$CRICTL_CONFIG" ] && grep -q "$MARKER" "$CRICTL_CONFIG"; then
+    rm -f "$CRICTL_CONFIG"
+    if [ -f "$CRICTL_CONFIG.orig" ]; then mv -f "$CRICTL_CONFIG.orig" "$CRICTL_CONFIG"; fi
+  fi
+  local r
+  for r in "${MIRRORED_REGISTRIES[@]}" "$REGISTRY"; do
+    local f="$CERTS_D/$r/hosts.toml"
+    if [ -f "$f" ] && grep -q "$MARKER" "$f"; then
+      rm -f "$f"
+      if [ -f "$f.orig" ]; then mv -f "$f.orig" "$f"; fi
+      rmdir "$CERTS_D/$r" 2>/dev/null || true
+    fi
+  done
+  if [ "$purge" = 1 ]; then
+    log "down --purge: removing etcd data, registry data and $DECKHAND_ROOT_DIR"
+    rm -rf "$STATE/etcd" "$STATE/registry/data"
+    rm -rf --one-file-system "$DECKHAND_ROOT_DIR"
+  fi
+  log "down: done (kept: PKI, kubeconfigs, built binaries$([ "$purge" = 1 ] || echo ", etcd and registry data"))"
+}
+
+# ---------------------------------------------------------------------------------------------
+# status
+# ---------------------------------------------------------------------------------------------
+cmd_status() {
+  local rc=0 name pid check
+  for name in etcd kube-apiserver kube-controller-manager containerd registry deckhand; do
+    pid=$(pid_of "$name")
+    case $name in
+      etcd) check=etcd_healthy ;; kube-apiserver) check=apiserver_ready ;;
+      kube-controller-manager) check=kcm_healthy ;; containerd) check=containerd_healthy ;;
+      registry) check=registry_healthy ;; deckhand) check=true ;;  # no health endpoint (yet)
+    esac
+    if [ -z "$pid" ]; then
+      printf '%-24s stopped\n' "$name"; rc=1
+    elif "$check"; then
+      printf '%-24s running (pid %s), healthy\n' "$name" "$pid"
+    else
+      printf '%-24s running (pid %s), NOT healthy\n' "$name" "$pid"; rc=1
+    fi
+  done
+  if ip link show "$DUMMY_IF" >/dev/null 2>&1; then
+    printf '%-24s %s\n' network "$DUMMY_IF $(ip -br -4 addr show "$DUMMY_IF" | awk '{print $3}'), $(ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && echo "$CNI_BRIDGE up" || echo "no $CNI_BRIDGE yet")"
+  else
+    printf '%-24s down\n' network; rc=1
+  fi
+  if [ -n "$(pid_of kube-apiserver)" ] && apiserver_ready; then
+    "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" get nodes -o wide 2>/dev/null || true
+  fi
+  return $rc
+}
+
+cmd_up() {
+  [[ "$NODE_NAME" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || die "NODE_NAME '$NODE_NAME' is not a valid node name"
+  [[ "$ROOT" != *[[:space:]]* ]] || die "the repository path must not contain spaces: $ROOT"
+  [ "$(id -u)" = 0 ] || die "must run as root"
+  mkdir -p "$STATE" "$LOGS" "$PIDS"
+  log "up: node $NODE_NAME, state in $STATE"
+  step_deps
+  step_network
+  step_pki
+  step_kubeconfigs
+  step_etcd
+  step_apiserver
+  step_controller_manager
+  step_registry
+  step_containerd
+  step_images
+  write_env
+  build_deckhand
+  start_deckhand
+  log "up: done in $((SECONDS - T0))s"
+  print_hints
+}
+
+cmd_restart_deckhand() {
+  [ -n "$(pid_of kube-apiserver)" ] || die "the cluster is not up (run hack/local-up.sh first)"
+  build_deckhand   # first, so a failed build leaves the running deckhand alone
+  stop_deckhand
+  start_deckhand
+}
+
+main() {
+  local cmd=${1:-up}
+  [ $# -gt 0 ] && shift
+  case "$cmd" in
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    status) cmd_status ;;
+    restart-deckhand) cmd_restart_deckhand ;;
+    -h|--help|help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' ;;
+    *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand)" ;;
+  esac
+}
+
+[ "${LOCAL_UP_SOURCE_ONLY:-0}" = 1 ] || main "$@"

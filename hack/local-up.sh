@@ -494,6 +494,65 @@ step_controller_manager() {
     --v=1
 }
 
+# kubeadm-style objects for the TLS-bootstrap (join) flow: kube-public/cluster-info (signed by the
+# bootstrapsigner controller for each bootstrap token) readable anonymously, and the bindings that
+# let bootstrap tokens create node CSRs that the csrapproving controller approves. Tests create the
+# bootstrap-token-* Secrets themselves.
+step_cluster_objects() {
+  local ca_data; ca_data=$(base64 -w0 < "$PKI/ca.crt")
+  "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" apply --server-side --force-conflicts --field-manager=local-up -f - > "$STATE/cluster-objects.log" 2>&1 <<EOF || { cat "$STATE/cluster-objects.log" >&2; die "kubectl apply of the bootstrap objects failed"; }
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cluster-info, namespace: kube-public}
+data:
+  kubeconfig: |
+    apiVersion: v1
+    kind: Config
+    clusters:
+    - name: ""
+      cluster:
+        certificate-authority-data: $ca_data
+        server: $API_SERVER
+    contexts: []
+    users: []
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: "kubeadm:bootstrap-signer-clusterinfo", namespace: kube-public}
+rules:
+- {apiGroups: [""], resources: [configmaps], resourceNames: [cluster-info], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: "kubeadm:bootstrap-signer-clusterinfo", namespace: kube-public}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: "kubeadm:bootstrap-signer-clusterinfo"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:anonymous"}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:kubelet-bootstrap"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:node-bootstrapper"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:node-autoapprove-bootstrap"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:certificates.k8s.io:certificatesigningrequests:nodeclient"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:node-autoapprove-certificate-rotation"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:nodes"}
+EOF
+  log "cluster objects: kube-public/cluster-info and bootstrap-token RBAC (kubeadm-style) applied"
+}
+
 # ---------------------------------------------------------------------------------------------
 # 6. containerd + CNI, 7. registry
 # ---------------------------------------------------------------------------------------------
@@ -1035,6 +1094,7 @@ cmd_up() {
   step_etcd
   step_apiserver
   step_controller_manager
+  step_cluster_objects
   step_registry
   step_containerd
   step_images

@@ -4,24 +4,32 @@
 # images built here, and deckhand itself as the node's kubelet. No kube-scheduler, no kube-proxy.
 #
 # Usage:
-#   hack/local-up.sh [up]            bring everything up (idempotent: running healthy parts are kept)
-#   hack/local-up.sh down [--purge]  stop everything and clean the host (--purge: also etcd + registry data)
-#   hack/local-up.sh status          show what runs
-#   hack/local-up.sh restart-deckhand  stop deckhand, rebuild it if needed, start it again
+#   hack/local-up.sh [up]              bring everything up (idempotent: healthy parts are kept,
+#                                      parts whose command line changed are restarted)
+#   hack/local-up.sh down [--purge]    stop everything and clean the host; --purge also wipes the
+#                                      etcd data, the registry data and /var/lib/deckhand
+#   hack/local-up.sh status            show what runs (exit 1 if something is missing)
+#   hack/local-up.sh restart-deckhand  rebuild deckhand if needed, stop it, start it again
 #
 # Environment:
-#   NODE_NAME           node name (default: lowercased `hostname`)
-#   DECKHAND_BIN        use this deckhand binary instead of `cargo build --release`
-#   DECKHAND_WAIT_NODE  0 = don't wait for the Node to become Ready (default 1)
+#   NODE_NAME              node name (default: lowercased `hostname`)
+#   DECKHAND_BIN           use this deckhand binary instead of `cargo build --release --bin deckhand`
+#   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready (default 1)
 #   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
-#   DECKHAND_ARGS       extra arguments appended to deckhand's command line
+#   DECKHAND_ARGS          extra arguments appended to deckhand's command line
+#   RUST_LOG               deckhand's log filter (default info)
 #   LOCAL_UP_STOP_FOREIGN_CONTAINERD=1  stop a containerd that this script did not start
 #
-# Network (everything is removed by `down`): dummy (or, where the kernel has no dummy driver, ifb)
-# interface deckhand0 with 10.250.0.1/32 (node IP,
-# API server), blackhole route for the Service CIDR 10.96.0.0/16, CNI bridge dh-cni0 with pods in
-# 10.244.0.0/24, and iptables guard chains so that pods can never reach the machine's real network.
-# Every server binds 127.0.0.1 or 10.250.0.1.
+# State lives in _output/local-up/ (pki/, logs/<name>.log, pids/<name>.pid, the kubeconfigs, and
+# `env`, a sourceable KEY=value file with KUBECONFIG, KUBECTL, NODE_NAME, NODE_IP, CRI_ENDPOINT,
+# DECKHAND_LOG, DECKHAND_PIDFILE, ...).
+#
+# Network (all removed by `down`): interface deckhand0 with 10.250.0.1/32, the node IP where the
+# API server listens (a dummy device, or an ifb device where the kernel has no dummy driver); a
+# blackhole route for the Service CIDR 10.96.0.0/16; the CNI bridge dh-cni0 with pods in
+# 10.244.0.0/24; iptables guard chains (DECKHAND-GUARD*) so that pods never reach the machine's
+# real network. Every server binds 127.0.0.1 or 10.250.0.1. Image names of docker.io,
+# registry.k8s.io and other common registries resolve only to the local registry 127.0.0.1:5000.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -71,8 +79,9 @@ MARKER="written by deckhand hack/local-up.sh"
 GUARD_FWD=DECKHAND-GUARD
 GUARD_OUT=DECKHAND-GUARD-OUT
 GUARD_IN=DECKHAND-GUARD-IN
-# registries whose names are redirected to the local registry (containerd 1.6 has no catch-all
-# `_default` host directory, so every name a test might use is listed; see README section in the header)
+# registries whose names are redirected to the local registry. containerd 1.6 has no catch-all
+# `_default` hosts directory (1.7 added it), so each name a test might use is listed; any other
+# registry name would make containerd try the outside network: use only these in tests.
 MIRRORED_REGISTRIES=(docker.io registry-1.docker.io index.docker.io registry.k8s.io k8s.gcr.io gcr.io
                      quay.io ghcr.io mcr.microsoft.com public.ecr.aws registry.gitlab.com)
 
@@ -158,7 +167,7 @@ stop_daemon() {
       sleep 0.1
     done
     if proc_alive "$pid"; then
-      warn "$name did not exit within ${timeout}s; sending SIGKILL"
+      log "$name did not exit within ${timeout}s; sending SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
       for i in $(seq 1 50); do proc_alive "$pid" || break; sleep 0.1; done
     fi

@@ -1,0 +1,216 @@
+//! The `deckhand` node agent: parses kubelet-style flags, connects to the API server and the
+//! container runtime, registers the node, and runs the node status and lease loops, the pod
+//! source, the PLEG and the pod workers until SIGTERM or SIGINT. Pods keep running when deckhand
+//! stops; the next start adopts them.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use deckhand::config::{Command, Flags};
+use deckhand::cri::CriClient;
+use deckhand::events::{reason, EventRecorder};
+use deckhand::node::{parse_labels, parse_taints, NodeAgent, NodeConfig};
+use deckhand::pleg::Pleg;
+use deckhand::pod::workers::{PodWorkers, SyncContext};
+use deckhand::status::StatusManager;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+fn init_tracing(verbosity: u8) {
+    let default = match verbosity {
+        0 | 1 => "info",
+        2 | 3 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "{default},kube=warn,tower=warn,hyper=warn,h2=warn"
+        ))
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
+}
+
+async fn kube_client(flags: &Flags) -> Result<kube::Client> {
+    let config = match &flags.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .with_context(|| format!("loading kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no --kubeconfig and no usable default kubeconfig")?,
+    };
+    kube::Client::try_from(config).context("building the API client")
+}
+
+/// Stops and removes every sandbox the runtime holds for Kubernetes pods.
+async fn cri_cleanup(cri: &CriClient) -> Result<()> {
+    let sandboxes = cri
+        .list_pod_sandboxes(&[])
+        .await
+        .context("listing pod sandboxes")?;
+    for s in &sandboxes {
+        for c in cri
+            .list_containers(&[])
+            .await
+            .context("listing containers")?
+            .into_iter()
+            .filter(|c| c.pod_sandbox_id == s.id)
+        {
+            let _ = cri.stop_container(&c.id, 0).await;
+        }
+        cri.stop_pod_sandbox(&s.id)
+            .await
+            .with_context(|| format!("stopping sandbox {}", s.id))?;
+        cri.remove_pod_sandbox(&s.id)
+            .await
+            .with_context(|| format!("removing sandbox {}", s.id))?;
+    }
+    println!("removed {} pod sandboxes", sandboxes.len());
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("installing SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let flags = Flags::parse();
+    init_tracing(flags.verbosity);
+    let cri =
+        CriClient::new(&flags.container_runtime_endpoint).context("container runtime endpoint")?;
+
+    if let Some(Command::CriCleanup) = flags.command {
+        return cri_cleanup(&cri).await;
+    }
+
+    let node_name = flags.node_name();
+    let Some(node_ip) = flags.node_ip else {
+        bail!("--node-ip is required: deckhand never guesses the node address from the machine's interfaces");
+    };
+    let labels = parse_labels(&flags.node_labels).context("--node-labels")?;
+    let taints = parse_taints(&flags.register_with_taints).context("--register-with-taints")?;
+    std::fs::create_dir_all(&flags.root_dir)
+        .with_context(|| format!("creating root dir {}", flags.root_dir.display()))?;
+    std::fs::create_dir_all(&flags.pod_logs_dir)
+        .with_context(|| format!("creating pod logs dir {}", flags.pod_logs_dir))?;
+
+    let client = kube_client(&flags).await?;
+    let version = {
+        let mut delay = Duration::from_millis(200);
+        loop {
+            match cri.version().await {
+                Ok(v) => break v,
+                Err(e) => {
+                    tracing::warn!(error = %e, "container runtime not answering yet");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    };
+    tracing::info!(node = %node_name, runtime = %version.runtime_name, runtime_version = %version.runtime_version, kubelet_version = %deckhand::kubelet_version(), "starting deckhand");
+
+    let cancel = CancellationToken::new();
+    let recorder = EventRecorder::start(client.clone(), &node_name);
+    let node_cfg = NodeConfig {
+        name: node_name.clone(),
+        node_ips: vec![node_ip.to_string()],
+        hostname: node_name.clone(),
+        root_dir: flags.root_dir.clone(),
+        max_pods: flags.max_pods,
+        port: flags.port,
+        labels,
+        taints,
+        status_update_frequency: flags.node_status_update_frequency,
+        status_report_frequency: flags.node_status_report_frequency,
+        lease_duration_seconds: flags.node_lease_duration_seconds,
+    };
+    let agent = Arc::new(NodeAgent::new(
+        client.clone(),
+        cri.clone(),
+        node_cfg,
+        recorder.clone(),
+    ));
+    let node = agent
+        .register(&cancel)
+        .await
+        .context("registering the node")?;
+    recorder.node(
+        &node_name,
+        false,
+        reason::STARTING,
+        "Starting kubelet.".into(),
+    );
+    let node_uid = node.metadata.uid.clone().unwrap_or_default();
+
+    let mut tasks = tokio::task::JoinSet::new();
+    {
+        let agent = agent.clone();
+        let c = cancel.clone();
+        tasks.spawn(async move { agent.run_status_loop(node, c).await });
+    }
+    {
+        let agent = agent.clone();
+        let c = cancel.clone();
+        tasks.spawn(async move { agent.run_lease_loop(node_uid, c).await });
+    }
+    let ctx = Arc::new(SyncContext {
+        client: client.clone(),
+        cri: cri.clone(),
+        status: StatusManager::new(client.clone()),
+        recorder: recorder.clone(),
+        node_name: node_name.clone(),
+        node_ips: vec![node_ip.to_string()],
+        root_dir: flags.root_dir.clone(),
+        pod_logs_dir: flags.pod_logs_dir.clone(),
+        runtime_name: version.runtime_name.clone(),
+        pull_lock: Mutex::new(()),
+    });
+    let (pod_tx, pod_rx) = mpsc::channel(256);
+    let (pleg_tx, pleg_rx) = mpsc::channel(1024);
+    {
+        let c = cancel.clone();
+        let client = client.clone();
+        let name = node_name.clone();
+        tasks.spawn(async move { deckhand::source::run(client, name, pod_tx, c).await });
+    }
+    {
+        let pleg = Pleg::new(
+            cri.clone(),
+            flags.containerd_socket(),
+            flags.pleg_relist_period,
+            pleg_tx,
+        );
+        let c = cancel.clone();
+        tasks.spawn(async move { pleg.run(c).await });
+    }
+    {
+        let workers = PodWorkers::new(ctx);
+        let c = cancel.clone();
+        tasks.spawn(async move { workers.run(pod_rx, pleg_rx, c).await });
+    }
+
+    shutdown_signal().await;
+    tracing::info!("shutting down; pods keep running");
+    cancel.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! deckhand's flags, named and defaulted as the Go kubelet's (k/k `cmd/kubelet/app/options`,
+//! KubeletConfiguration defaults in `pkg/kubelet/apis/config/v1beta1/defaults.go`), so that a
+//! kubeadm-style unit can start deckhand where it starts `/usr/bin/kubelet`.
+
+use clap::Parser;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Parses Go-style durations used by kubelet flags: `10s`, `1m30s`, `500ms`, `2h`.
+///
+/// Errors: text that is not a sequence of `<number><unit>` with units ns, us, ms, s, m, h.
+pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(format!("invalid duration {s:?}"));
+    }
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("missing unit in duration {s:?}"))?;
+        let (num, after) = rest.split_at(num_end);
+        let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+        let unit_end = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(unit_end);
+        let mult = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(format!("unknown unit {unit:?} in duration {s:?}")),
+        };
+        total += n * mult;
+        rest = after;
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// Command-line flags. Names match the Go kubelet's.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "deckhand",
+    version,
+    about = "A Kubernetes node agent (kubelet) driving containerd through CRI"
+)]
+pub struct Flags {
+    /// Path to a kubeconfig with this node's credentials. Without it, in-cluster or default
+    /// kubeconfig discovery applies.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Node name to register as, instead of the hostname (lower-cased).
+    #[arg(long = "hostname-override")]
+    pub hostname_override: Option<String>,
+
+    /// IP address of the node (reported as InternalIP). Required on this project's machines,
+    /// where the real interface's address must never be used.
+    #[arg(long = "node-ip")]
+    pub node_ip: Option<IpAddr>,
+
+    /// CRI endpoint (`unix:///run/containerd/containerd.sock`).
+    #[arg(
+        long = "container-runtime-endpoint",
+        default_value = "unix:///run/containerd/containerd.sock"
+    )]
+    pub container_runtime_endpoint: String,
+
+    /// Directory for deckhand's files (pod directories, checkpoints). Go kubelet: /var/lib/kubelet.
+    #[arg(long = "root-dir", default_value = "/var/lib/deckhand")]
+    pub root_dir: PathBuf,
+
+    /// Directory for pod logs (KubeletConfiguration `podLogsDir`).
+    #[arg(long = "pod-logs-dir", default_value = "/var/log/pods")]
+    pub pod_logs_dir: String,
+
+    /// How often node status is computed (KubeletConfiguration `nodeStatusUpdateFrequency`).
+    #[arg(long = "node-status-update-frequency", default_value = "10s", value_parser = parse_go_duration)]
+    pub node_status_update_frequency: Duration,
+
+    /// How often an unchanged node status is still written (`nodeStatusReportFrequency`).
+    #[arg(long = "node-status-report-frequency", default_value = "5m", value_parser = parse_go_duration)]
+    pub node_status_report_frequency: Duration,
+
+    /// Lease duration in seconds (`nodeLeaseDurationSeconds`); renewed every quarter of it.
+    #[arg(long = "node-lease-duration-seconds", default_value_t = 40)]
+    pub node_lease_duration_seconds: i32,
+
+    /// Maximum number of pods (`maxPods`), reported as the `pods` capacity.
+    #[arg(long = "max-pods", default_value_t = 110)]
+    pub max_pods: u32,
+
+    /// Port the kubelet server listens on, reported in `status.daemonEndpoints`.
+    #[arg(long = "port", default_value_t = 10250)]
+    pub port: i32,
+
+    /// Labels to add at registration, `key=value,key2=value2`.
+    #[arg(long = "node-labels", value_delimiter = ',')]
+    pub node_labels: Vec<String>,
+
+    /// Taints to register with, `key=value:Effect,...`.
+    #[arg(long = "register-with-taints", value_delimiter = ',')]
+    pub register_with_taints: Vec<String>,
+
+    /// How often the runtime is relisted as a safety net behind containerd's event stream
+    /// (the Go kubelet's evented PLEG relists every 300 s, the generic one every 1 s).
+    #[arg(long = "pleg-relist-period", default_value = "5s", value_parser = parse_go_duration)]
+    pub pleg_relist_period: Duration,
+
+    /// Log verbosity, as the Go kubelet's `--v` (0 = info, 2+ = debug, 4+ = trace). RUST_LOG
+    /// overrides it.
+    #[arg(long = "v", short = 'v', default_value_t = 0)]
+    pub verbosity: u8,
+
+    /// containerd's socket for its native event stream (exit events). Defaults to the CRI socket.
+    #[arg(long = "containerd-socket")]
+    pub containerd_socket: Option<String>,
+
+    /// Subcommand (maintenance tools); none runs the node agent.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Maintenance subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Stops and removes every Kubernetes pod sandbox in the runtime (what `crictl rmp -af`
+    /// does); used by the harness's `down`.
+    CriCleanup,
+}
+
+impl Flags {
+    /// The node name: `--hostname-override`, else the hostname, lower-cased.
+    pub fn node_name(&self) -> String {
+        self.hostname_override
+            .clone()
+            .unwrap_or_else(hostname)
+            .trim()
+            .to_lowercase()
+    }
+
+    /// The containerd socket path for the event stream.
+    pub fn containerd_socket(&self) -> String {
+        self.containerd_socket.clone().unwrap_or_else(|| {
+            self.container_runtime_endpoint
+                .trim_start_matches("unix://")
+                .to_string()
+        })
+    }
+}
+
+/// The machine's hostname.
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse() {
+        assert_eq!(parse_go_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_go_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(
+            parse_go_duration("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert!(parse_go_duration("10").is_err());
+        assert!(parse_go_duration("5x").is_err());
+    }
+
+    #[test]
+    fn kubelet_flags_parse() {
+        let f = Flags::try_parse_from([
+            "deckhand",
+            "--kubeconfig=/etc/kubernetes/kubelet.conf",
+            "--hostname-override=Node-A",
+            "--node-ip=10.250.0.1",
+            "--node-labels=a=b,c=d",
+            "--v=2",
+        ])
+        .unwrap();
+        assert_eq!(f.node_name(), "node-a");
+        assert_eq!(f.node_labels, vec!["a=b", "c=d"]);
+        assert_eq!(f.node_status_update_frequency, Duration::from_secs(10));
+        assert!(Flags::try_parse_from(["deckhand", "--no-such-flag"]).is_err());
+    }
+}

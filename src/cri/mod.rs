@@ -1,0 +1,552 @@
+//! The container runtime, reached through CRI v1 (`runtime.v1`, proto/api.proto from
+//! k8s.io/cri-api at the pinned Kubernetes version) over containerd's unix socket.
+//!
+//! [`CriClient`] is a thin typed wrapper over the tonic clients; every `tonic::Status` is mapped to
+//! a [`CriError`] in one place ([`CriError::from_status`]). The labels and annotations the Go
+//! kubelet puts on sandboxes and containers (k/k `pkg/kubelet/kuberuntime/labels.go`) are named
+//! in [`labels`].
+
+pub mod labels;
+
+use std::path::PathBuf;
+use std::time::Duration;
+use tonic::transport::Channel;
+
+/// Generated CRI v1 messages and clients (package `runtime.v1`).
+#[allow(clippy::all, missing_docs)]
+pub mod api {
+    tonic::include_proto!("runtime.v1");
+}
+
+use api::image_service_client::ImageServiceClient;
+use api::runtime_service_client::RuntimeServiceClient;
+
+/// Errors from CRI calls. `op` names the CRI method; `id` the sandbox, container or image.
+#[derive(Debug, thiserror::Error)]
+pub enum CriError {
+    /// The endpoint is not a `unix://` path, or the socket cannot be reached.
+    #[error("cannot connect to the container runtime at {endpoint}: {reason}")]
+    Connect {
+        /// The endpoint as configured (`unix:///run/containerd/containerd.sock`).
+        endpoint: String,
+        /// Why the connection failed.
+        reason: String,
+    },
+    /// The runtime has no such object (gRPC NOT_FOUND).
+    #[error("{op} {id}: not found: {message}")]
+    NotFound {
+        /// CRI method.
+        op: &'static str,
+        /// Object id or name.
+        id: String,
+        /// The runtime's message.
+        message: String,
+    },
+    /// The call did not finish in time (gRPC DEADLINE_EXCEEDED).
+    #[error("{op} {id}: deadline exceeded: {message}")]
+    DeadlineExceeded {
+        /// CRI method.
+        op: &'static str,
+        /// Object id or name.
+        id: String,
+        /// The runtime's message.
+        message: String,
+    },
+    /// Any other gRPC error. `message` is formatted as the Go kubelet shows runtime errors:
+    /// `rpc error: code = <Code> desc = <text>`.
+    #[error("{message}")]
+    Rpc {
+        /// CRI method.
+        op: &'static str,
+        /// Object id or name.
+        id: String,
+        /// gRPC status code.
+        code: tonic::Code,
+        /// `rpc error: code = ... desc = ...`.
+        message: String,
+    },
+}
+
+impl CriError {
+    /// Maps a gRPC status from CRI method `op` on object `id` to a typed error.
+    pub fn from_status(op: &'static str, id: impl Into<String>, s: tonic::Status) -> Self {
+        let id = id.into();
+        match s.code() {
+            tonic::Code::NotFound => CriError::NotFound {
+                op,
+                id,
+                message: s.message().to_string(),
+            },
+            tonic::Code::DeadlineExceeded => CriError::DeadlineExceeded {
+                op,
+                id,
+                message: s.message().to_string(),
+            },
+            code => CriError::Rpc {
+                op,
+                id,
+                code,
+                message: format!(
+                    "rpc error: code = {} desc = {}",
+                    go_code_name(code),
+                    s.message()
+                ),
+            },
+        }
+    }
+
+    /// True when the runtime reported that the object does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, CriError::NotFound { .. })
+    }
+
+    /// The runtime's own text (the gRPC status message, `desc` in Go's rendering), which the Go
+    /// kubelet puts in `Error: <desc>` events and in CreateContainerError/RunContainerError.
+    pub fn desc(&self) -> String {
+        match self {
+            CriError::NotFound { message, .. } | CriError::DeadlineExceeded { message, .. } => {
+                message.clone()
+            }
+            CriError::Rpc { message, .. } => message
+                .split_once(" desc = ")
+                .map(|(_, d)| d.to_string())
+                .unwrap_or_else(|| message.clone()),
+            CriError::Connect { .. } => self.to_string(),
+        }
+    }
+
+    /// The error as the Go kubelet shows a runtime error in statuses and events
+    /// (`rpc error: code = NotFound desc = ...`).
+    pub fn user_message(&self) -> String {
+        match self {
+            CriError::NotFound { message, .. } => {
+                format!("rpc error: code = NotFound desc = {message}")
+            }
+            CriError::DeadlineExceeded { message, .. } => {
+                format!("rpc error: code = DeadlineExceeded desc = {message}")
+            }
+            CriError::Rpc { message, .. } => message.clone(),
+            CriError::Connect { .. } => self.to_string(),
+        }
+    }
+}
+
+/// grpc-go's names for status codes (`codes.Code.String()`), used in `rpc error: code = X` texts.
+fn go_code_name(c: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match c {
+        Ok => "OK",
+        Cancelled => "Canceled",
+        Unknown => "Unknown",
+        InvalidArgument => "InvalidArgument",
+        DeadlineExceeded => "DeadlineExceeded",
+        NotFound => "NotFound",
+        AlreadyExists => "AlreadyExists",
+        PermissionDenied => "PermissionDenied",
+        ResourceExhausted => "ResourceExhausted",
+        FailedPrecondition => "FailedPrecondition",
+        Aborted => "Aborted",
+        OutOfRange => "OutOfRange",
+        Unimplemented => "Unimplemented",
+        Internal => "Internal",
+        Unavailable => "Unavailable",
+        DataLoss => "DataLoss",
+        Unauthenticated => "Unauthenticated",
+    }
+}
+
+/// Result alias for CRI calls.
+pub type Result<T> = std::result::Result<T, CriError>;
+
+/// Opens a gRPC channel to a `unix://` endpoint (or a bare socket path). The channel connects
+/// lazily and reconnects by itself after a runtime restart.
+pub fn channel(endpoint: &str) -> Result<Channel> {
+    let path: PathBuf = endpoint.strip_prefix("unix://").unwrap_or(endpoint).into();
+    if !path.is_absolute() {
+        return Err(CriError::Connect {
+            endpoint: endpoint.to_string(),
+            reason: "only unix:// endpoints with an absolute path are supported".into(),
+        });
+    }
+    let ep = tonic::transport::Endpoint::try_from("http://[::]")
+        .map_err(|e| CriError::Connect {
+            endpoint: endpoint.to_string(),
+            reason: e.to_string(),
+        })?
+        .connect_timeout(Duration::from_secs(5));
+    Ok(ep.connect_with_connector_lazy(tower::service_fn(move |_| {
+        let path = path.clone();
+        async move {
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                tokio::net::UnixStream::connect(path).await?,
+            ))
+        }
+    })))
+}
+
+/// A CRI client: runtime and image services on one channel. Cheap to clone.
+#[derive(Clone)]
+pub struct CriClient {
+    runtime: RuntimeServiceClient<Channel>,
+    image: ImageServiceClient<Channel>,
+    /// Default deadline for short calls (not pulls, not StopContainer).
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for CriClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CriClient").finish_non_exhaustive()
+    }
+}
+
+macro_rules! call {
+    ($self:ident, $svc:ident, $method:ident, $op:literal, $id:expr, $req:expr, $timeout:expr) => {{
+        let mut req = tonic::Request::new($req);
+        req.set_timeout($timeout);
+        let mut c = $self.$svc.clone();
+        c.$method(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| CriError::from_status($op, $id, s))
+    }};
+}
+
+impl CriClient {
+    /// Creates a client for `endpoint` (e.g. `unix:///run/containerd/containerd.sock`).
+    pub fn new(endpoint: &str) -> Result<Self> {
+        let ch = channel(endpoint)?;
+        Ok(Self::from_channel(ch))
+    }
+
+    /// Creates a client on an existing channel.
+    pub fn from_channel(ch: Channel) -> Self {
+        Self {
+            runtime: RuntimeServiceClient::new(ch.clone()),
+            image: ImageServiceClient::new(ch),
+            timeout: Duration::from_secs(120),
+        }
+    }
+
+    /// `Version`: runtime name and version, e.g. (`containerd`, `1.6.20~ds1`).
+    pub async fn version(&self) -> Result<api::VersionResponse> {
+        call!(
+            self,
+            runtime,
+            version,
+            "Version",
+            "",
+            api::VersionRequest {
+                version: "v1".into()
+            },
+            Duration::from_secs(10)
+        )
+    }
+
+    /// `Status`: runtime conditions (RuntimeReady, NetworkReady).
+    pub async fn status(&self) -> Result<api::RuntimeStatus> {
+        let r: api::StatusResponse = call!(
+            self,
+            runtime,
+            status,
+            "Status",
+            "",
+            api::StatusRequest { verbose: false },
+            Duration::from_secs(10)
+        )?;
+        Ok(r.status.unwrap_or_default())
+    }
+
+    /// `RunPodSandbox`: returns the new sandbox id.
+    pub async fn run_pod_sandbox(&self, config: api::PodSandboxConfig) -> Result<String> {
+        let id = config
+            .metadata
+            .as_ref()
+            .map(|m| m.uid.clone())
+            .unwrap_or_default();
+        let r: api::RunPodSandboxResponse = call!(
+            self,
+            runtime,
+            run_pod_sandbox,
+            "RunPodSandbox",
+            id,
+            api::RunPodSandboxRequest {
+                config: Some(config),
+                runtime_handler: String::new()
+            },
+            self.timeout
+        )?;
+        Ok(r.pod_sandbox_id)
+    }
+
+    /// `StopPodSandbox`: kills whatever still runs in the sandbox and tears down its network.
+    pub async fn stop_pod_sandbox(&self, id: &str) -> Result<()> {
+        call!(
+            self,
+            runtime,
+            stop_pod_sandbox,
+            "StopPodSandbox",
+            id,
+            api::StopPodSandboxRequest {
+                pod_sandbox_id: id.into()
+            },
+            self.timeout
+        )
+        .map(|_: api::StopPodSandboxResponse| ())
+    }
+
+    /// `RemovePodSandbox`: removes the sandbox and its containers (not their log files).
+    pub async fn remove_pod_sandbox(&self, id: &str) -> Result<()> {
+        call!(
+            self,
+            runtime,
+            remove_pod_sandbox,
+            "RemovePodSandbox",
+            id,
+            api::RemovePodSandboxRequest {
+                pod_sandbox_id: id.into()
+            },
+            self.timeout
+        )
+        .map(|_: api::RemovePodSandboxResponse| ())
+    }
+
+    /// `PodSandboxStatus`.
+    pub async fn pod_sandbox_status(&self, id: &str) -> Result<api::PodSandboxStatus> {
+        let r: api::PodSandboxStatusResponse = call!(
+            self,
+            runtime,
+            pod_sandbox_status,
+            "PodSandboxStatus",
+            id,
+            api::PodSandboxStatusRequest {
+                pod_sandbox_id: id.into(),
+                verbose: false
+            },
+            self.timeout
+        )?;
+        r.status.ok_or_else(|| CriError::NotFound {
+            op: "PodSandboxStatus",
+            id: id.into(),
+            message: "empty status".into(),
+        })
+    }
+
+    /// `ListPodSandbox`, optionally filtered by label selector.
+    pub async fn list_pod_sandboxes(
+        &self,
+        labels: &[(&str, &str)],
+    ) -> Result<Vec<api::PodSandbox>> {
+        let filter = (!labels.is_empty()).then(|| api::PodSandboxFilter {
+            label_selector: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        });
+        let r: api::ListPodSandboxResponse = call!(
+            self,
+            runtime,
+            list_pod_sandbox,
+            "ListPodSandbox",
+            "",
+            api::ListPodSandboxRequest { filter },
+            self.timeout
+        )?;
+        Ok(r.items)
+    }
+
+    /// `ListContainers`, optionally filtered by label selector.
+    pub async fn list_containers(&self, labels: &[(&str, &str)]) -> Result<Vec<api::Container>> {
+        let filter = (!labels.is_empty()).then(|| api::ContainerFilter {
+            label_selector: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        });
+        let r: api::ListContainersResponse = call!(
+            self,
+            runtime,
+            list_containers,
+            "ListContainers",
+            "",
+            api::ListContainersRequest { filter },
+            self.timeout
+        )?;
+        Ok(r.containers)
+    }
+
+    /// `CreateContainer` in sandbox `sandbox_id`; returns the container id.
+    pub async fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: api::ContainerConfig,
+        sandbox_config: api::PodSandboxConfig,
+    ) -> Result<String> {
+        let name = config
+            .metadata
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
+        let r: api::CreateContainerResponse = call!(
+            self,
+            runtime,
+            create_container,
+            "CreateContainer",
+            name,
+            api::CreateContainerRequest {
+                pod_sandbox_id: sandbox_id.into(),
+                config: Some(config),
+                sandbox_config: Some(sandbox_config),
+            },
+            self.timeout
+        )?;
+        Ok(r.container_id)
+    }
+
+    /// `StartContainer`.
+    pub async fn start_container(&self, id: &str) -> Result<()> {
+        call!(
+            self,
+            runtime,
+            start_container,
+            "StartContainer",
+            id,
+            api::StartContainerRequest {
+                container_id: id.into()
+            },
+            self.timeout
+        )
+        .map(|_: api::StartContainerResponse| ())
+    }
+
+    /// `StopContainer`: the runtime sends the stop signal (SIGTERM unless the image says
+    /// otherwise), waits `timeout_secs` seconds, then SIGKILL. `timeout_secs` 0 kills at once.
+    pub async fn stop_container(&self, id: &str, timeout_secs: i64) -> Result<()> {
+        // Leave the runtime time to do its own SIGKILL after the grace period.
+        let deadline = Duration::from_secs(timeout_secs.max(0) as u64 + 30);
+        call!(
+            self,
+            runtime,
+            stop_container,
+            "StopContainer",
+            id,
+            api::StopContainerRequest {
+                container_id: id.into(),
+                timeout: timeout_secs
+            },
+            deadline
+        )
+        .map(|_: api::StopContainerResponse| ())
+    }
+
+    /// `RemoveContainer`.
+    pub async fn remove_container(&self, id: &str) -> Result<()> {
+        call!(
+            self,
+            runtime,
+            remove_container,
+            "RemoveContainer",
+            id,
+            api::RemoveContainerRequest {
+                container_id: id.into()
+            },
+            self.timeout
+        )
+        .map(|_: api::RemoveContainerResponse| ())
+    }
+
+    /// `ContainerStatus`.
+    pub async fn container_status(&self, id: &str) -> Result<api::ContainerStatus> {
+        let r: api::ContainerStatusResponse = call!(
+            self,
+            runtime,
+            container_status,
+            "ContainerStatus",
+            id,
+            api::ContainerStatusRequest {
+                container_id: id.into(),
+                verbose: false
+            },
+            self.timeout
+        )?;
+        r.status.ok_or_else(|| CriError::NotFound {
+            op: "ContainerStatus",
+            id: id.into(),
+            message: "empty status".into(),
+        })
+    }
+
+    /// `ImageStatus`: `None` when the image is not present (CRI answers OK with an empty image).
+    pub async fn image_status(&self, image: &str) -> Result<Option<api::Image>> {
+        let r: api::ImageStatusResponse = call!(
+            self,
+            image,
+            image_status,
+            "ImageStatus",
+            image,
+            api::ImageStatusRequest {
+                image: Some(api::ImageSpec {
+                    image: image.into(),
+                    ..Default::default()
+                }),
+                verbose: false
+            },
+            self.timeout
+        )?;
+        Ok(r.image.filter(|i| !i.id.is_empty()))
+    }
+
+    /// `PullImage`: returns the image reference (containerd: the image ID, `sha256:<config digest>`).
+    pub async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<api::AuthConfig>,
+        sandbox_config: Option<api::PodSandboxConfig>,
+    ) -> Result<String> {
+        let r: api::PullImageResponse = call!(
+            self,
+            image,
+            pull_image,
+            "PullImage",
+            image,
+            api::PullImageRequest {
+                image: Some(api::ImageSpec {
+                    image: image.into(),
+                    ..Default::default()
+                }),
+                auth,
+                sandbox_config,
+            },
+            Duration::from_secs(600)
+        )?;
+        Ok(r.image_ref)
+    }
+
+    /// `ListImages`.
+    pub async fn list_images(&self) -> Result<Vec<api::Image>> {
+        let r: api::ListImagesResponse = call!(
+            self,
+            image,
+            list_images,
+            "ListImages",
+            "",
+            api::ListImagesRequest { filter: None },
+            self.timeout
+        )?;
+        Ok(r.images)
+    }
+
+    /// `ImageFsInfo`.
+    pub async fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse> {
+        call!(
+            self,
+            image,
+            image_fs_info,
+            "ImageFsInfo",
+            "",
+            api::ImageFsInfoRequest {},
+            self.timeout
+        )
+    }
+}

@@ -1,0 +1,42 @@
+//! deckhand: a Kubernetes node agent (kubelet) that drives containerd through CRI.
+//!
+//! The module layout follows the Go kubelet's subsystems (k/k `pkg/kubelet`), so that someone who
+//! knows the Go kubelet finds the same rooms by the same names:
+//!
+//! | concern | Go kubelet | here |
+//! |---|---|---|
+//! | flags and configuration | `cmd/kubelet/app/options` | [`config`] |
+//! | pod source (API watch) | `config/apiserver.go` | [`source`] |
+//! | node registration, status, lease | `kubelet_node_status.go`, `nodestatus/`, `nodelease/` | [`node`] |
+//! | pod workers, sync and termination | `pod_workers.go`, `kuberuntime_manager.go` | [`pod`] |
+//! | what to run or kill next (pure) | `kuberuntime computePodActions` | [`pod::actions`] |
+//! | runtime calls | `kuberuntime/`, `cri-api` | [`cri`] |
+//! | runtime change detection | `pleg/` | [`pleg`] |
+//! | pod status (pure generation + writer) | `status/` | [`status`] |
+//! | back-off | `client-go/util/flowcontrol` | [`backoff`] |
+//! | events | `client-go/tools/record` | [`events`] |
+
+pub mod backoff;
+pub mod config;
+pub mod cri;
+pub mod events;
+pub mod image;
+pub mod node;
+pub mod pleg;
+pub mod pod;
+pub mod quantity;
+pub mod source;
+pub mod status;
+pub mod time;
+pub mod volume;
+
+/// The Kubernetes version whose kubelet behaviour deckhand mirrors (hack/versions.env pins the
+/// control plane built for tests to the same version).
+pub const KUBE_VERSION: &str = "v1.36.3";
+
+/// The version deckhand reports as `status.nodeInfo.kubeletVersion`: the Kubernetes version it
+/// mirrors, with deckhand's own version as a SemVer pre-release tag so that
+/// `kubectl get nodes` shows which kubelet runs on the node (e.g. `v1.36.3-deckhand.0.1.0`).
+pub fn kubelet_version() -> String {
+    format!("{}-deckhand.{}", KUBE_VERSION, env!("CARGO_PKG_VERSION"))
+}

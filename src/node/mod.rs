@@ -1,0 +1,477 @@
+//! This node in the API server: registration (k/k `pkg/kubelet/kubelet_node_status.go`),
+//! the periodic status update, and the node Lease in `kube-node-lease` renewed every
+//! quarter of its 40 s duration (k8s.io/component-helpers `apimachinery/lease/controller.go`).
+
+pub mod hostinfo;
+pub mod status;
+
+use crate::cri::CriClient;
+use crate::events::{reason, EventRecorder};
+use hostinfo::HostInfo;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Errors from node registration and updates.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// An API call failed.
+    #[error("{op} node {node}: {source}")]
+    Api {
+        /// What was attempted.
+        op: &'static str,
+        /// Node name.
+        node: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A `--node-labels` or `--register-with-taints` entry is malformed.
+    #[error("invalid {what} {value:?}: {why}")]
+    InvalidFlag {
+        /// Which flag.
+        what: &'static str,
+        /// The entry.
+        value: String,
+        /// Why.
+        why: &'static str,
+    },
+}
+
+/// Static settings of the node agent.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Node name.
+    pub name: String,
+    /// InternalIP addresses.
+    pub node_ips: Vec<String>,
+    /// Hostname address (the node name).
+    pub hostname: String,
+    /// Root dir (for ephemeral-storage capacity).
+    pub root_dir: PathBuf,
+    /// `pods` capacity.
+    pub max_pods: u32,
+    /// Kubelet port.
+    pub port: i32,
+    /// Extra labels (`--node-labels`).
+    pub labels: BTreeMap<String, String>,
+    /// Registration taints (`--register-with-taints`).
+    pub taints: Vec<Taint>,
+    /// Status computation period (10 s).
+    pub status_update_frequency: Duration,
+    /// Unchanged-status write period (5 min).
+    pub status_report_frequency: Duration,
+    /// Lease duration (40 s).
+    pub lease_duration_seconds: i32,
+}
+
+/// Parses `--node-labels` entries (`key=value`).
+///
+/// Errors: an entry without `=`.
+pub fn parse_labels(entries: &[String]) -> Result<BTreeMap<String, String>, NodeError> {
+    let mut out = BTreeMap::new();
+    for e in entries.iter().filter(|e| !e.is_empty()) {
+        let (k, v) = e.split_once('=').ok_or_else(|| NodeError::InvalidFlag {
+            what: "node label",
+            value: e.clone(),
+            why: "want key=value",
+        })?;
+        out.insert(k.to_string(), v.to_string());
+    }
+    Ok(out)
+}
+
+/// Parses `--register-with-taints` entries (`key[=value]:Effect`).
+///
+/// Errors: a missing or unknown effect.
+pub fn parse_taints(entries: &[String]) -> Result<Vec<Taint>, NodeError> {
+    let mut out = vec![];
+    for e in entries.iter().filter(|e| !e.is_empty()) {
+        let (kv, effect) = e.rsplit_once(':').ok_or_else(|| NodeError::InvalidFlag {
+            what: "taint",
+            value: e.clone(),
+            why: "want key[=value]:Effect",
+        })?;
+        if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+            return Err(NodeError::InvalidFlag {
+                what: "taint",
+                value: e.clone(),
+                why: "effect must be NoSchedule, PreferNoSchedule or NoExecute",
+            });
+        }
+        let (k, v) = kv
+            .split_once('=')
+            .map(|(k, v)| (k, Some(v.to_string())))
+            .unwrap_or((kv, None));
+        out.push(Taint {
+            key: k.into(),
+            value: v,
+            effect: effect.into(),
+            time_added: None,
+        });
+    }
+    Ok(out)
+}
+
+/// Runtime facts for the node status, read from CRI `Version` and `Status`.
+async fn runtime_facts(cri: &CriClient) -> (String, Vec<String>) {
+    let version = match cri.version().await {
+        Ok(v) => format!("{}://{}", v.runtime_name, v.runtime_version),
+        Err(_) => "Unknown".to_string(),
+    };
+    let mut errors = vec![];
+    match cri.status().await {
+        Ok(st) => {
+            for want in ["RuntimeReady", "NetworkReady"] {
+                match st.conditions.iter().find(|c| c.r#type == want) {
+                    Some(c) if c.status => {}
+                    Some(c) => {
+                        let prefix = if want == "NetworkReady" {
+                            "container runtime network not ready"
+                        } else {
+                            "container runtime not ready"
+                        };
+                        errors.push(format!(
+                            "{prefix}: {want}=false reason:{} message:{}",
+                            c.reason, c.message
+                        ));
+                    }
+                    None => errors.push(format!(
+                        "container runtime status check may not have completed yet: {want} missing"
+                    )),
+                }
+            }
+        }
+        Err(e) => errors.push(format!("container runtime is down: {}", e.user_message())),
+    }
+    (version, errors)
+}
+
+/// Keeps the Node object and its Lease up to date until `cancel` fires.
+pub struct NodeAgent {
+    client: kube::Client,
+    cri: CriClient,
+    cfg: NodeConfig,
+    recorder: EventRecorder,
+}
+
+impl NodeAgent {
+    /// A node agent.
+    pub fn new(
+        client: kube::Client,
+        cri: CriClient,
+        cfg: NodeConfig,
+        recorder: EventRecorder,
+    ) -> Self {
+        Self {
+            client,
+            cri,
+            cfg,
+            recorder,
+        }
+    }
+
+    async fn compute_status(&self, host: &HostInfo, previous: Option<&NodeStatus>) -> NodeStatus {
+        let (version, errors) = runtime_facts(&self.cri).await;
+        let kubelet_version = crate::kubelet_version();
+        status::node_status(&status::NodeStatusInputs {
+            host,
+            node_ips: &self.cfg.node_ips,
+            hostname: &self.cfg.hostname,
+            max_pods: self.cfg.max_pods,
+            port: self.cfg.port,
+            container_runtime_version: &version,
+            kubelet_version: &kubelet_version,
+            runtime_errors: &errors,
+            previous,
+            now: crate::time::truncate(Timestamp::now()),
+        })
+    }
+
+    fn default_labels(&self, host: &HostInfo) -> BTreeMap<String, String> {
+        let mut l = BTreeMap::new();
+        l.insert(
+            "kubernetes.io/hostname".to_string(),
+            self.cfg.hostname.clone(),
+        );
+        l.insert("kubernetes.io/os".to_string(), "linux".to_string());
+        l.insert("kubernetes.io/arch".to_string(), host.architecture.clone());
+        l
+    }
+
+    /// Registers the node, retrying with back-off from 100 ms doubling to 7 s, as the Go kubelet
+    /// does. An existing Node is reconciled (default labels re-asserted), never re-created.
+    pub async fn register(&self, cancel: &CancellationToken) -> Result<Node, NodeError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match self.try_register(&api).await {
+                Ok(n) => return Ok(n),
+                Err(e) => {
+                    tracing::warn!(node = %self.cfg.name, error = %e, "unable to register node with API server");
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Err(e),
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(7));
+                }
+            }
+        }
+    }
+
+    async fn try_register(&self, api: &Api<Node>) -> Result<Node, NodeError> {
+        let host = HostInfo::read(&self.cfg.root_dir);
+        let mut labels = self.default_labels(&host);
+        labels.extend(self.cfg.labels.clone());
+        let mut annotations = BTreeMap::new();
+        annotations.insert(
+            "volumes.kubernetes.io/controller-managed-attach-detach".to_string(),
+            "true".to_string(),
+        );
+        let status = self.compute_status(&host, None).await;
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(self.cfg.name.clone()),
+                labels: Some(labels.clone()),
+                annotations: Some(annotations),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                taints: (!self.cfg.taints.is_empty()).then(|| self.cfg.taints.clone()),
+                ..Default::default()
+            }),
+            status: Some(status),
+        };
+        tracing::info!(node = %self.cfg.name, "Attempting to register node");
+        match api.create(&PostParams::default(), &node).await {
+            Ok(n) => {
+                tracing::info!(node = %self.cfg.name, "Successfully registered node");
+                Ok(n)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                // Already exists: reconcile the default labels, keep everything else.
+                let patch =
+                    serde_json::json!({ "metadata": { "labels": self.default_labels(&host) } });
+                let n = api
+                    .patch(
+                        &self.cfg.name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                    .map_err(|source| NodeError::Api {
+                        op: "reconcile",
+                        node: self.cfg.name.clone(),
+                        source,
+                    })?;
+                tracing::info!(node = %self.cfg.name, "node already registered; reconciled");
+                Ok(n)
+            }
+            Err(source) => Err(NodeError::Api {
+                op: "register",
+                node: self.cfg.name.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// Runs the node status loop: computes status every `status_update_frequency` and writes it
+    /// when it changed (heartbeats aside) or `status_report_frequency` has passed. Records the
+    /// node condition events on change.
+    pub async fn run_status_loop(&self, node: Node, cancel: CancellationToken) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let mut last: Option<NodeStatus> = node.status.clone();
+        let mut last_write: Option<Instant> = None;
+        let mut announced = false;
+        loop {
+            let host = HostInfo::read(&self.cfg.root_dir);
+            let new = self.compute_status(&host, last.as_ref()).await;
+            let changed = last
+                .as_ref()
+                .map(|l| status::changed_ignoring_heartbeats(l, &new))
+                .unwrap_or(true);
+            let due = last_write
+                .map(|t| t.elapsed() >= self.cfg.status_report_frequency)
+                .unwrap_or(true);
+            if changed || due {
+                let patch = serde_json::json!({ "status": new });
+                match api
+                    .patch_status(
+                        &self.cfg.name,
+                        &PatchParams::default(),
+                        &Patch::Strategic(&patch),
+                    )
+                    .await
+                {
+                    Ok(_) => {
+                        self.record_condition_events(last.as_ref(), &new, !announced);
+                        announced = true;
+                        last = Some(new);
+                        last_write = Some(Instant::now());
+                    }
+                    Err(e) => {
+                        tracing::warn!(node = %self.cfg.name, error = %e, "error updating node status, will retry")
+                    }
+                }
+            }
+            // Until the node is Ready, retry quickly (the Go kubelet's fast status update).
+            let ready = last
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+                .is_some_and(|c| c.status == "True");
+            let period = if ready {
+                self.cfg.status_update_frequency
+            } else {
+                Duration::from_secs(1)
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(period) => {}
+            }
+        }
+    }
+
+    fn record_condition_events(&self, old: Option<&NodeStatus>, new: &NodeStatus, first: bool) {
+        let get = |s: Option<&NodeStatus>, t: &str| {
+            s.and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == t))
+                .map(|c| c.status.clone())
+        };
+        let pairs = [
+            (
+                "MemoryPressure",
+                "False",
+                reason::NODE_HAS_SUFFICIENT_MEMORY,
+            ),
+            ("DiskPressure", "False", reason::NODE_HAS_NO_DISK_PRESSURE),
+            ("PIDPressure", "False", reason::NODE_HAS_SUFFICIENT_PID),
+        ];
+        for (t, want, r) in pairs {
+            if get(Some(new), t).as_deref() == Some(want)
+                && (first || get(old, t).as_deref() != Some(want))
+            {
+                self.recorder.node(
+                    &self.cfg.name,
+                    false,
+                    r,
+                    format!("Node {} status is now: {}", self.cfg.name, r),
+                );
+            }
+        }
+        let (o, n) = (get(old, "Ready"), get(Some(new), "Ready"));
+        if o != n || first {
+            let r = if n.as_deref() == Some("True") {
+                reason::NODE_READY
+            } else {
+                reason::NODE_NOT_READY
+            };
+            if first && r == reason::NODE_NOT_READY {
+                return;
+            }
+            self.recorder.node(
+                &self.cfg.name,
+                false,
+                r,
+                format!("Node {} status is now: {}", self.cfg.name, r),
+            );
+        }
+    }
+
+    /// Renews the node Lease every `lease_duration/4` (10 s), creating it when missing, with
+    /// the Node as owner.
+    pub async fn run_lease_loop(&self, node_uid: String, cancel: CancellationToken) {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), "kube-node-lease");
+        let period = Duration::from_millis((self.cfg.lease_duration_seconds as u64 * 1000) / 4);
+        let mut retry = Duration::from_millis(200);
+        loop {
+            let ok = match self.renew_lease(&api, &node_uid).await {
+                Ok(()) => {
+                    retry = Duration::from_millis(200);
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(node = %self.cfg.name, error = %e, "failed to renew node lease");
+                    false
+                }
+            };
+            let wait = if ok { period } else { retry };
+            if !ok {
+                retry = (retry * 2).min(Duration::from_secs(7));
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    async fn renew_lease(&self, api: &Api<Lease>, node_uid: &str) -> Result<(), kube::Error> {
+        let now = MicroTime(Timestamp::now());
+        let spec = LeaseSpec {
+            holder_identity: Some(self.cfg.name.clone()),
+            lease_duration_seconds: Some(self.cfg.lease_duration_seconds),
+            renew_time: Some(now),
+            ..Default::default()
+        };
+        let owner = OwnerReference {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            name: self.cfg.name.clone(),
+            uid: node_uid.to_string(),
+            ..Default::default()
+        };
+        match api.get_opt(&self.cfg.name).await? {
+            None => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(self.cfg.name.clone()),
+                        namespace: Some("kube-node-lease".into()),
+                        owner_references: Some(vec![owner]),
+                        ..Default::default()
+                    },
+                    spec: Some(spec),
+                };
+                api.create(&PostParams::default(), &lease).await?;
+            }
+            Some(mut lease) => {
+                lease.spec = Some(spec);
+                if lease
+                    .metadata
+                    .owner_references
+                    .as_ref()
+                    .is_none_or(|o| o.is_empty())
+                {
+                    lease.metadata.owner_references = Some(vec![owner]);
+                }
+                api.replace(&self.cfg.name, &PostParams::default(), &lease)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_node_labels_and_taints() {
+        let l = parse_labels(&["a=b".into(), "node-role.kubernetes.io/worker=".into()]).unwrap();
+        assert_eq!(l["a"], "b");
+        assert_eq!(l["node-role.kubernetes.io/worker"], "");
+        assert!(parse_labels(&["nope".into()]).is_err());
+        let t = parse_taints(&["dedicated=gpu:NoSchedule".into(), "x:NoExecute".into()]).unwrap();
+        assert_eq!(t[0].key, "dedicated");
+        assert_eq!(t[0].value.as_deref(), Some("gpu"));
+        assert_eq!(t[1].value, None);
+        assert!(parse_taints(&["x:Sometimes".into()]).is_err());
+    }
+}

@@ -1,0 +1,351 @@
+//! Pure node-status generation: the Go kubelet's node status setters
+//! (k/k `pkg/kubelet/nodestatus/setters.go`) over host facts, runtime status and the previous
+//! status. Conditions come out in the Go kubelet's order (MemoryPressure, DiskPressure,
+//! PIDPressure, Ready — Ready last), with heartbeat and transition times handled as it does.
+
+use super::hostinfo::HostInfo;
+use crate::quantity::{binary_si, cpu_millis};
+use k8s_openapi::api::core::v1::{
+    DaemonEndpoint, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus, NodeSystemInfo,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::collections::BTreeMap;
+
+/// Default hard eviction threshold for `memory.available` (100Mi), subtracted from allocatable
+/// memory (KubeletConfiguration `evictionHard` default).
+pub const EVICTION_HARD_MEMORY_AVAILABLE_BYTES: u64 = 100 << 20;
+/// Default hard eviction threshold for `nodefs.available` (10%), subtracted from allocatable
+/// ephemeral-storage.
+pub const EVICTION_HARD_NODEFS_AVAILABLE_PERCENT: f64 = 0.10;
+
+/// Inputs of [`node_status`].
+#[derive(Debug, Clone)]
+pub struct NodeStatusInputs<'a> {
+    /// Host facts.
+    pub host: &'a HostInfo,
+    /// InternalIP addresses, primary first.
+    pub node_ips: &'a [String],
+    /// Hostname address.
+    pub hostname: &'a str,
+    /// `pods` capacity.
+    pub max_pods: u32,
+    /// Kubelet port (daemonEndpoints).
+    pub port: i32,
+    /// `<runtime>://<version>` or `Unknown`-style text when Version failed.
+    pub container_runtime_version: &'a str,
+    /// Reported kubelet version.
+    pub kubelet_version: &'a str,
+    /// Runtime errors that make the node not ready (empty when ready), e.g.
+    /// `container runtime network not ready: NetworkReady=false reason:... message:...`.
+    pub runtime_errors: &'a [String],
+    /// The previous status (for transition times).
+    pub previous: Option<&'a NodeStatus>,
+    /// Now, seconds precision.
+    pub now: Time,
+}
+
+fn condition(
+    prev: Option<&NodeStatus>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) -> NodeCondition {
+    let s = if status { "True" } else { "False" };
+    let ltt = prev
+        .and_then(|p| p.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == type_ && c.status == s))
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| now.clone());
+    NodeCondition {
+        type_: type_.into(),
+        status: s.into(),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        last_heartbeat_time: Some(now.clone()),
+        last_transition_time: Some(ltt),
+    }
+}
+
+fn hugepage_name(size: u64) -> String {
+    format!("hugepages-{}", binary_si(size).0)
+}
+
+/// Capacity and allocatable: allocatable = capacity − hard eviction thresholds (no kube- or
+/// system-reserved by default), each hugepage reservation also subtracted from memory.
+pub fn capacity_and_allocatable(
+    host: &HostInfo,
+    max_pods: u32,
+) -> (BTreeMap<String, Quantity>, BTreeMap<String, Quantity>) {
+    let mut cap = BTreeMap::new();
+    let mut alloc = BTreeMap::new();
+    cap.insert("cpu".to_string(), cpu_millis(host.num_cores * 1000));
+    alloc.insert("cpu".to_string(), cpu_millis(host.num_cores * 1000));
+    cap.insert("memory".to_string(), binary_si(host.memory_bytes));
+    let hugepages_total: u64 = host.hugepages.iter().map(|(_, t)| *t).sum();
+    alloc.insert(
+        "memory".to_string(),
+        binary_si(
+            host.memory_bytes
+                .saturating_sub(EVICTION_HARD_MEMORY_AVAILABLE_BYTES)
+                .saturating_sub(hugepages_total),
+        ),
+    );
+    for (size, total) in &host.hugepages {
+        cap.insert(hugepage_name(*size), binary_si(*total));
+        alloc.insert(hugepage_name(*size), binary_si(*total));
+    }
+    cap.insert("pods".to_string(), Quantity(max_pods.to_string()));
+    alloc.insert("pods".to_string(), Quantity(max_pods.to_string()));
+    cap.insert(
+        "ephemeral-storage".to_string(),
+        binary_si(host.root_fs_bytes),
+    );
+    let reserve = (host.root_fs_bytes as f64 * EVICTION_HARD_NODEFS_AVAILABLE_PERCENT) as u64;
+    alloc.insert(
+        "ephemeral-storage".to_string(),
+        binary_si(host.root_fs_bytes.saturating_sub(reserve)),
+    );
+    (cap, alloc)
+}
+
+/// Computes the node status.
+pub fn node_status(inp: &NodeStatusInputs) -> NodeStatus {
+    let (capacity, allocatable) = capacity_and_allocatable(inp.host, inp.max_pods);
+    let now = &inp.now;
+    let prev = inp.previous;
+    let mut missing = vec![];
+    if inp.host.num_cores == 0 {
+        missing.push("cpu");
+    }
+    if inp.host.memory_bytes == 0 {
+        missing.push("memory");
+    }
+    if inp.host.root_fs_bytes == 0 {
+        missing.push("ephemeral-storage");
+    }
+    let mut errors: Vec<String> = inp.runtime_errors.to_vec();
+    if !missing.is_empty() {
+        errors.push(format!(
+            "missing node capacity for resources: {}",
+            missing.join(", ")
+        ));
+    }
+    let ready = if errors.is_empty() {
+        condition(
+            prev,
+            "Ready",
+            true,
+            "KubeletReady",
+            "kubelet is posting ready status",
+            now,
+        )
+    } else {
+        condition(
+            prev,
+            "Ready",
+            false,
+            "KubeletNotReady",
+            &errors.join(", "),
+            now,
+        )
+    };
+    let conditions = vec![
+        condition(
+            prev,
+            "MemoryPressure",
+            false,
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+            now,
+        ),
+        condition(
+            prev,
+            "DiskPressure",
+            false,
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure",
+            now,
+        ),
+        condition(
+            prev,
+            "PIDPressure",
+            false,
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+            now,
+        ),
+        ready,
+    ];
+    let mut addresses: Vec<NodeAddress> = inp
+        .node_ips
+        .iter()
+        .map(|ip| NodeAddress {
+            type_: "InternalIP".into(),
+            address: ip.clone(),
+        })
+        .collect();
+    addresses.push(NodeAddress {
+        type_: "Hostname".into(),
+        address: inp.hostname.into(),
+    });
+    NodeStatus {
+        capacity: Some(capacity),
+        allocatable: Some(allocatable),
+        conditions: Some(conditions),
+        addresses: Some(addresses),
+        daemon_endpoints: Some(NodeDaemonEndpoints {
+            kubelet_endpoint: Some(DaemonEndpoint { port: inp.port }),
+        }),
+        node_info: Some(NodeSystemInfo {
+            machine_id: inp.host.machine_id.clone(),
+            system_uuid: inp.host.system_uuid.clone(),
+            boot_id: inp.host.boot_id.clone(),
+            kernel_version: inp.host.kernel_version.clone(),
+            os_image: inp.host.os_image.clone(),
+            container_runtime_version: inp.container_runtime_version.into(),
+            kubelet_version: inp.kubelet_version.into(),
+            kube_proxy_version: String::new(),
+            operating_system: "linux".into(),
+            architecture: inp.host.architecture.clone(),
+            swap: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// True when two statuses differ in anything but heartbeat times (the Go kubelet writes an
+/// unchanged status only every `nodeStatusReportFrequency`).
+pub fn changed_ignoring_heartbeats(a: &NodeStatus, b: &NodeStatus) -> bool {
+    let strip = |s: &NodeStatus| {
+        let mut s = s.clone();
+        if let Some(cs) = s.conditions.as_mut() {
+            for c in cs.iter_mut() {
+                c.last_heartbeat_time = None;
+            }
+            cs.sort_by(|x, y| x.type_.cmp(&y.type_));
+        }
+        s.images = None;
+        s
+    };
+    strip(a) != strip(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn host() -> HostInfo {
+        HostInfo {
+            num_cores: 2,
+            memory_bytes: 24563532 * 1024,
+            root_fs_bytes: 263112772 * 1024,
+            hugepages: vec![(2 << 20, 0)],
+            machine_id: "m".into(),
+            system_uuid: String::new(),
+            boot_id: "b".into(),
+            kernel_version: "6.1.0".into(),
+            os_image: "Debian GNU/Linux 12 (bookworm)".into(),
+            architecture: "amd64".into(),
+        }
+    }
+
+    fn inputs<'a>(
+        h: &'a HostInfo,
+        ips: &'a [String],
+        errs: &'a [String],
+        prev: Option<&'a NodeStatus>,
+        t: i64,
+    ) -> NodeStatusInputs<'a> {
+        NodeStatusInputs {
+            host: h,
+            node_ips: ips,
+            hostname: "node-a",
+            max_pods: 110,
+            port: 10250,
+            container_runtime_version: "containerd://1.6.20~ds1",
+            kubelet_version: "v1.36.3",
+            runtime_errors: errs,
+            previous: prev,
+            now: Time(Timestamp::from_second(t).unwrap()),
+        }
+    }
+
+    #[test]
+    fn capacity_and_allocatable_match_the_go_kubelet() {
+        let (cap, alloc) = capacity_and_allocatable(&host(), 110);
+        assert_eq!(cap["cpu"].0, "2");
+        assert_eq!(cap["memory"].0, "24563532Ki");
+        assert_eq!(alloc["memory"].0, "24461132Ki");
+        assert_eq!(cap["pods"].0, "110");
+        assert_eq!(cap["hugepages-2Mi"].0, "0");
+        assert_eq!(cap["ephemeral-storage"].0, "263112772Ki");
+        assert_eq!(
+            alloc["ephemeral-storage"].0,
+            ((263112772u64 * 1024) - (263112772u64 * 1024) / 10).to_string()
+        );
+    }
+
+    #[test]
+    fn conditions_are_in_go_order_with_ready_last() {
+        let h = host();
+        let ips = vec!["10.250.0.1".to_string()];
+        let s = node_status(&inputs(&h, &ips, &[], None, 100));
+        let types: Vec<_> = s
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(
+            types,
+            vec!["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+        );
+        let ready = s.conditions.as_ref().unwrap().last().unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_deref()),
+            ("True", Some("KubeletReady"))
+        );
+        let addrs: Vec<_> = s
+            .addresses
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|a| (a.type_.as_str(), a.address.as_str()))
+            .collect();
+        assert_eq!(
+            addrs,
+            vec![("InternalIP", "10.250.0.1"), ("Hostname", "node-a")]
+        );
+    }
+
+    #[test]
+    fn transition_time_kept_and_heartbeat_ignored_for_change_detection() {
+        let h = host();
+        let ips = vec!["10.250.0.1".to_string()];
+        let s1 = node_status(&inputs(&h, &ips, &[], None, 100));
+        let s2 = node_status(&inputs(&h, &ips, &[], Some(&s1), 200));
+        assert!(!changed_ignoring_heartbeats(&s1, &s2));
+        let ready = s2.conditions.as_ref().unwrap().last().unwrap();
+        assert_eq!(
+            ready.last_transition_time.as_ref().unwrap().0.as_second(),
+            100
+        );
+        assert_eq!(
+            ready.last_heartbeat_time.as_ref().unwrap().0.as_second(),
+            200
+        );
+        let errs = vec!["container runtime is down".to_string()];
+        let s3 = node_status(&inputs(&h, &ips, &errs, Some(&s2), 300));
+        assert!(changed_ignoring_heartbeats(&s2, &s3));
+        let ready = s3.conditions.as_ref().unwrap().last().unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_deref()),
+            ("False", Some("KubeletNotReady"))
+        );
+    }
+}

@@ -1,0 +1,564 @@
+//! What to do next for a pod: the Go kubelet's `computePodActions`
+//! (k/k `pkg/kubelet/kuberuntime/kuberuntime_manager.go`), as a pure function of the pod spec,
+//! what the runtime holds ([`PodRuntimeStatus`]), the crash back-off table and "now".
+//!
+//! Rules mirrored:
+//! - a new sandbox is needed when there is none, the newest is not ready, or it has no IP
+//!   (non-host-network pods); on a restart-policy-`Never` pod whose containers already ran, the
+//!   sandbox is not re-created;
+//! - a container is (re)started per `kubecontainer.ShouldContainerBeRestarted`: created or
+//!   unknown → yes; running → no; exited → per restart policy (`Always`; `OnFailure` when the
+//!   exit code is not 0; `Never` → no);
+//! - a restart waits out the crash back-off counted from the exited container's `finishedAt`
+//!   (`doBackOff`), reported as waiting reason `CrashLoopBackOff`;
+//! - init containers run one at a time, in order, before any regular container; a sidecar
+//!   (`restartPolicy: Always`) keeps running and the next init container starts once it runs;
+//! - when no container can run any more (terminal pod), the sandbox is stopped.
+
+use super::runtime::{ContainerState, ContainerStatus, PodRuntimeStatus};
+use crate::backoff::Backoff;
+use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::jiff::Timestamp;
+use std::collections::BTreeMap;
+
+/// Waiting reason for a container in crash back-off.
+pub const REASON_CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
+
+/// Why a container is waiting, with the Go kubelet's reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// Waiting reason (`CrashLoopBackOff`, `ErrImagePull`, ...).
+    pub reason: String,
+    /// Message shown with it.
+    pub message: String,
+}
+
+/// A container to kill, with the reason shown in the `Killing` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kill {
+    /// Runtime id.
+    pub id: String,
+    /// Spec name.
+    pub name: String,
+    /// Event message (`Stopping container <c>` or why).
+    pub message: String,
+}
+
+/// A container to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Start {
+    /// Spec name.
+    pub name: String,
+    /// True for an init container.
+    pub init: bool,
+    /// The restart count (CRI attempt) the new instance gets.
+    pub attempt: u32,
+}
+
+/// The result of [`compute_pod_actions`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodActions {
+    /// Kill every container and sandbox before anything else (sandbox changed or pod done).
+    pub kill_pod: bool,
+    /// Create a new sandbox with this attempt number.
+    pub create_sandbox: Option<u32>,
+    /// Containers to kill individually.
+    pub kill: Vec<Kill>,
+    /// Containers to start, in order.
+    pub start: Vec<Start>,
+    /// Containers held back, and why (crash back-off).
+    pub waiting: BTreeMap<String, Waiting>,
+    /// The earliest time a held-back container may start; the worker syncs again then.
+    pub next_sync: Option<Timestamp>,
+    /// No container will run again: the pod is finished on this node.
+    pub pod_done: bool,
+}
+
+/// `kubecontainer.ShouldContainerBeRestarted` for one container instance under `policy`.
+pub fn should_restart(status: Option<&ContainerStatus>, policy: &str) -> bool {
+    let Some(s) = status else { return true };
+    match s.state {
+        ContainerState::Running => false,
+        ContainerState::Created | ContainerState::Unknown => true,
+        ContainerState::Exited => match policy {
+            "Never" => false,
+            "OnFailure" => s.exit_code != 0,
+            _ => true,
+        },
+    }
+}
+
+/// The crash back-off key for a container: `<pod>_<ns>_<uid>_<container>` (the Go kubelet adds
+/// the spec hash; a changed spec is a new container here as well since its hash changes).
+pub fn backoff_key(pod: &Pod, container: &str) -> String {
+    format!(
+        "{}_{}_{}_{}",
+        pod.metadata.name.as_deref().unwrap_or(""),
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        super::uid(pod),
+        container
+    )
+}
+
+/// Applies crash back-off to restarting container `c` whose newest instance is `last`:
+/// `Ok(())` when it may start now (the back-off is advanced), `Err(waiting)` while in back-off.
+fn check_backoff(
+    pod: &Pod,
+    c: &Container,
+    last: Option<&ContainerStatus>,
+    backoff: &mut Backoff,
+    now: Timestamp,
+    next_sync: &mut Option<Timestamp>,
+) -> Result<(), Waiting> {
+    let Some(last) = last.filter(|l| l.state == ContainerState::Exited) else {
+        return Ok(());
+    };
+    let finished = crate::time::ts_from_unix_nanos(last.finished_at).unwrap_or(now);
+    let key = backoff_key(pod, &c.name);
+    if backoff.is_in_backoff_since(&key, finished, now) {
+        let delay = backoff.get(&key);
+        if let Some(end) = backoff.ends_at(&key, finished) {
+            *next_sync = Some(next_sync.map_or(end, |n| n.min(end)));
+        }
+        return Err(Waiting {
+            reason: REASON_CRASH_LOOP_BACK_OFF.into(),
+            message: format!(
+                "back-off {} restarting failed container={} pod={}",
+                crate::time::go_duration(delay),
+                c.name,
+                super::format_pod(pod)
+            ),
+        });
+    }
+    backoff.next(&key, finished);
+    Ok(())
+}
+
+fn next_attempt(last: Option<&ContainerStatus>) -> u32 {
+    last.map(|l| l.attempt + 1).unwrap_or(0)
+}
+
+/// Computes the next actions for `pod` (which is not being deleted) from the runtime state.
+pub fn compute_pod_actions(
+    pod: &Pod,
+    rt: &PodRuntimeStatus,
+    backoff: &mut Backoff,
+    now: Timestamp,
+) -> PodActions {
+    let mut a = PodActions::default();
+    let Some(spec) = pod.spec.as_ref() else {
+        return a;
+    };
+    let policy = super::restart_policy(pod);
+    let host_net = super::host_network(pod);
+    let init_containers = spec.init_containers.as_deref().unwrap_or(&[]);
+
+    // Sandbox.
+    let ready_sandboxes = rt.sandboxes.iter().filter(|s| s.ready).count();
+    let sandbox_ok = match rt.latest_sandbox() {
+        Some(s) => s.ready && ready_sandboxes == 1 && (host_net || s.ip.is_some()),
+        None => false,
+    };
+    if !sandbox_ok {
+        let attempt = rt.latest_sandbox().map(|s| s.attempt + 1).unwrap_or(0);
+        let ever_ran = !rt.containers.is_empty();
+        if policy == "Never" && ever_ran {
+            // The Go kubelet does not re-create the sandbox of a Never pod whose containers
+            // already ran: the pod is finished.
+            a.kill_pod = true;
+            a.pod_done = true;
+            return a;
+        }
+        a.kill_pod = !rt.sandboxes.is_empty() || rt.running().next().is_some();
+        a.create_sandbox = Some(attempt);
+        // Everything starts again in the new sandbox; init containers first.
+        if let Some(first) = init_containers.first() {
+            a.start.push(Start {
+                name: first.name.clone(),
+                init: true,
+                attempt: next_attempt(rt.latest(&first.name)),
+            });
+        } else {
+            for c in &spec.containers {
+                let last = rt.latest(&c.name);
+                if policy == "OnFailure"
+                    && last.is_some_and(|l| l.state == ContainerState::Exited && l.exit_code == 0)
+                {
+                    continue;
+                }
+                a.start.push(Start {
+                    name: c.name.clone(),
+                    init: false,
+                    attempt: next_attempt(last),
+                });
+            }
+        }
+        return a;
+    }
+
+    // Containers whose spec changed (the image is the only mutable field) are restarted.
+    for c in init_containers.iter().chain(spec.containers.iter()) {
+        if let Some(last) = rt.latest(&c.name) {
+            if last.state == ContainerState::Running
+                && !last.hash.is_empty()
+                && last.hash != super::spec::container_hash(c)
+            {
+                a.kill.push(Kill {
+                    id: last.id.clone(),
+                    name: c.name.clone(),
+                    message: format!("Container {} definition changed, will be restarted", c.name),
+                });
+            }
+        }
+    }
+
+    // Init containers: done once any regular container exists in the runtime.
+    let regular_started = spec.containers.iter().any(|c| rt.latest(&c.name).is_some());
+    if !regular_started {
+        for c in init_containers {
+            let last = rt.latest(&c.name);
+            let sidecar = super::is_sidecar(c);
+            match last.map(|l| l.state) {
+                None => {
+                    a.start.push(Start {
+                        name: c.name.clone(),
+                        init: true,
+                        attempt: 0,
+                    });
+                    return a;
+                }
+                Some(ContainerState::Running) if sidecar => continue,
+                Some(ContainerState::Running) => return a, // wait for it to finish
+                Some(ContainerState::Exited) if !sidecar && last.unwrap().exit_code == 0 => {
+                    continue
+                }
+                Some(ContainerState::Exited) if !sidecar && policy == "Never" => {
+                    // A failed init container with restartPolicy Never fails the pod.
+                    a.kill_pod = true;
+                    a.pod_done = true;
+                    return a;
+                }
+                _ => {
+                    match check_backoff(pod, c, last, backoff, now, &mut a.next_sync) {
+                        Ok(()) => a.start.push(Start {
+                            name: c.name.clone(),
+                            init: true,
+                            attempt: next_attempt(last),
+                        }),
+                        Err(w) => {
+                            a.waiting.insert(c.name.clone(), w);
+                        }
+                    }
+                    return a;
+                }
+            }
+        }
+    } else {
+        // Sidecars keep running after initialization, whatever the pod's restart policy.
+        for c in init_containers.iter().filter(|c| super::is_sidecar(c)) {
+            let last = rt.latest(&c.name);
+            if should_restart(last, "Always") && !a.kill.iter().any(|k| k.name == c.name) {
+                match check_backoff(pod, c, last, backoff, now, &mut a.next_sync) {
+                    Ok(()) => a.start.push(Start {
+                        name: c.name.clone(),
+                        init: true,
+                        attempt: next_attempt(last),
+                    }),
+                    Err(w) => {
+                        a.waiting.insert(c.name.clone(), w);
+                    }
+                }
+            }
+        }
+    }
+
+    // Regular containers.
+    let mut will_run = 0usize;
+    for c in &spec.containers {
+        let last = rt.latest(&c.name);
+        let killed = a.kill.iter().any(|k| k.name == c.name);
+        if killed {
+            will_run += 1;
+            a.start.push(Start {
+                name: c.name.clone(),
+                init: false,
+                attempt: next_attempt(last),
+            });
+            continue;
+        }
+        if last.is_some_and(|l| l.state == ContainerState::Running) {
+            will_run += 1;
+            continue;
+        }
+        if !should_restart(last, policy) {
+            continue;
+        }
+        will_run += 1;
+        match check_backoff(pod, c, last, backoff, now, &mut a.next_sync) {
+            Ok(()) => a.start.push(Start {
+                name: c.name.clone(),
+                init: false,
+                attempt: next_attempt(last),
+            }),
+            Err(w) => {
+                a.waiting.insert(c.name.clone(), w);
+            }
+        }
+    }
+    let sidecars_running = init_containers
+        .iter()
+        .filter(|c| super::is_sidecar(c))
+        .any(|c| {
+            rt.latest(&c.name)
+                .is_some_and(|l| l.state == ContainerState::Running)
+        });
+    if regular_started && will_run == 0 && !spec.containers.is_empty() {
+        // Every regular container has exited for good; sidecars are stopped with the sandbox.
+        let _ = sidecars_running;
+        a.start.retain(|s| !s.init);
+        a.waiting.clear();
+        a.kill_pod = true;
+        a.pod_done = true;
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::runtime::SandboxStatus;
+
+    fn pod(policy: &str, containers: &[&str], inits: &[&str]) -> Pod {
+        let mk = |n: &&str| Container {
+            name: n.to_string(),
+            image: Some("busybox".into()),
+            ..Default::default()
+        };
+        let mut p = Pod::default();
+        p.metadata.name = Some("p".into());
+        p.metadata.namespace = Some("ns".into());
+        p.metadata.uid = Some("u1".into());
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            restart_policy: Some(policy.into()),
+            containers: containers.iter().map(mk).collect(),
+            init_containers: (!inits.is_empty()).then(|| inits.iter().map(mk).collect()),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn sandbox() -> SandboxStatus {
+        SandboxStatus {
+            id: "s1".into(),
+            attempt: 0,
+            ready: true,
+            ip: Some("10.244.0.5".into()),
+            additional_ips: vec![],
+            created_at: 1,
+        }
+    }
+
+    fn ctr(
+        name: &str,
+        attempt: u32,
+        state: ContainerState,
+        exit: i32,
+        finished_s: i64,
+    ) -> ContainerStatus {
+        ContainerStatus {
+            id: format!("{name}-{attempt}"),
+            sandbox_id: "s1".into(),
+            name: name.into(),
+            attempt,
+            state,
+            created_at: 10 + attempt as i64,
+            started_at: 0,
+            finished_at: finished_s * 1_000_000_000,
+            exit_code: exit,
+            reason: String::new(),
+            message: String::new(),
+            image: String::new(),
+            image_ref: String::new(),
+            hash: String::new(),
+        }
+    }
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(s).unwrap()
+    }
+
+    #[test]
+    fn new_pod_gets_a_sandbox_and_all_containers() {
+        let p = pod("Always", &["a", "b"], &[]);
+        let a = compute_pod_actions(
+            &p,
+            &PodRuntimeStatus::default(),
+            &mut Backoff::default(),
+            t(100),
+        );
+        assert_eq!(a.create_sandbox, Some(0));
+        assert!(!a.kill_pod);
+        assert_eq!(
+            a.start.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            vec!["a", "b"]
+        );
+    }
+
+    #[test]
+    fn running_containers_are_left_alone() {
+        let p = pod("Always", &["a"], &[]);
+        let rt = PodRuntimeStatus {
+            sandboxes: vec![sandbox()],
+            containers: vec![ctr("a", 0, ContainerState::Running, 0, 0)],
+        };
+        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(100));
+        assert_eq!(a, PodActions::default());
+    }
+
+    #[test]
+    fn exited_container_restarts_then_waits_in_crash_loop_back_off() {
+        let p = pod("Always", &["a"], &[]);
+        let mut b = Backoff::default();
+        let rt = PodRuntimeStatus {
+            sandboxes: vec![sandbox()],
+            containers: vec![ctr("a", 0, ContainerState::Exited, 1, 100)],
+        };
+        let a = compute_pod_actions(&p, &rt, &mut b, t(101));
+        assert_eq!(
+            a.start,
+            vec![Start {
+                name: "a".into(),
+                init: false,
+                attempt: 1
+            }]
+        );
+        // The second instance exits too: now it waits 20 s from its finish time.
+        let rt = PodRuntimeStatus {
+            sandboxes: vec![sandbox()],
+            containers: vec![
+                ctr("a", 1, ContainerState::Exited, 1, 102),
+                ctr("a", 0, ContainerState::Exited, 1, 100),
+            ],
+        };
+        let a = compute_pod_actions(&p, &rt, &mut b, t(103));
+        assert!(a.start.is_empty());
+        let w = &a.waiting["a"];
+        assert_eq!(w.reason, "CrashLoopBackOff");
+        assert_eq!(
+            w.message,
+            "back-off 10s restarting failed container=a pod=p_ns(u1)"
+        );
+        assert_eq!(a.next_sync, Some(t(112)));
+        assert!(!a.pod_done);
+    }
+
+    #[test]
+    fn restart_policy_never_finishes_the_pod() {
+        let p = pod("Never", &["a"], &[]);
+        let rt = PodRuntimeStatus {
+            sandboxes: vec![sandbox()],
+            containers: vec![ctr("a", 0, ContainerState::Exited, 3, 100)],
+        };
+        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(101));
+        assert!(a.start.is_empty());
+        assert!(a.pod_done && a.kill_pod);
+    }
+
+    #[test]
+    fn on_failure_restarts_only_failed_containers() {
+        let p = pod("OnFailure", &["ok", "bad"], &[]);
+        let rt = PodRuntimeStatus {
+            sandboxes: vec![sandbox()],
+            containers: vec![
+                ctr("ok", 0, ContainerState::Exited, 0, 100),
+                ctr("bad", 0, ContainerState::Exited, 2, 100),
+            ],
+        };
+        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(101));
+        assert_eq!(
+            a.start.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            vec!["bad"]
+        );
+        assert!(!a.pod_done);
+    }
+
+    #[test]
+    fn init_containers_run_one_at_a_time_before_regular_ones() {
+        let p = pod("Always", &["app"], &["i1", "i2"]);
+        let mut rt = PodRuntimeStatus {
+            sandboxes: vec![sandbox()],
+            containers: vec![],
+        };
+        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(100));
+        assert_eq!(
+            a.start,
+            vec![Start {
+                name: "i1".into(),
+                init: true,
+                attempt: 0
+            }]
+        );
+        rt.containers
+            .push(ctr("i1", 0, ContainerState::Running, 0, 0));
+        assert!(
+            compute_pod_actions(&p, &rt, &mut Backoff::default(), t(100))
+                .start
+                .is_empty()
+        );
+        rt.containers[0] = ctr("i1", 0, ContainerState::Exited, 0, 100);
+        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(101));
+        assert_eq!(
+            a.start,
+            vec![Start {
+                name: "i2".into(),
+                init: true,
+                attempt: 0
+            }]
+        );
+        rt.containers
+            .insert(0, ctr("i2", 0, ContainerState::Exited, 0, 101));
+        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(102));
+        assert_eq!(
+            a.start,
+            vec![Start {
+                name: "app".into(),
+                init: false,
+                attempt: 0
+            }]
+        );
+    }
+
+    #[test]
+    fn failed_init_container_with_never_fails_the_pod() {
+        let p = pod("Never", &["app"], &["i1"]);
+        let rt = PodRuntimeStatus {
+            sandboxes: vec![sandbox()],
+            containers: vec![ctr("i1", 0, ContainerState::Exited, 1, 100)],
+        };
+        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(101));
+        assert!(a.pod_done);
+        assert!(a.start.is_empty());
+    }
+
+    #[test]
+    fn sandbox_without_ip_is_recreated_with_next_attempt() {
+        let p = pod("Always", &["a"], &[]);
+        let mut s = sandbox();
+        s.ready = false;
+        let rt = PodRuntimeStatus {
+            sandboxes: vec![s],
+            containers: vec![ctr("a", 0, ContainerState::Exited, 137, 100)],
+        };
+        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(101));
+        assert_eq!(a.create_sandbox, Some(1));
+        assert!(a.kill_pod);
+        assert_eq!(
+            a.start,
+            vec![Start {
+                name: "a".into(),
+                init: false,
+                attempt: 1
+            }]
+        );
+    }
+}

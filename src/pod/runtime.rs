@@ -1,0 +1,190 @@
+//! A pod as the runtime holds it: its sandboxes and containers, read back from CRI by the pod UID
+//! label. This is the Go kubelet's `kubecontainer.PodStatus`; it is rebuilt from the runtime on
+//! every sync, so nothing is lost when deckhand restarts (restart counts come from the
+//! container metadata `attempt`, as the Go kubelet reads them from annotations).
+
+use crate::cri::{api, labels, CriClient, CriError};
+
+/// A container's state as CRI reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerState {
+    /// Created, not started.
+    Created,
+    /// Running.
+    Running,
+    /// Exited (exit code and reason set).
+    Exited,
+    /// The runtime does not know.
+    Unknown,
+}
+
+impl From<i32> for ContainerState {
+    fn from(v: i32) -> Self {
+        match api::ContainerState::try_from(v) {
+            Ok(api::ContainerState::ContainerCreated) => ContainerState::Created,
+            Ok(api::ContainerState::ContainerRunning) => ContainerState::Running,
+            Ok(api::ContainerState::ContainerExited) => ContainerState::Exited,
+            _ => ContainerState::Unknown,
+        }
+    }
+}
+
+/// One pod sandbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxStatus {
+    /// Runtime id (64 hex).
+    pub id: String,
+    /// Sandbox attempt (0 for the first sandbox of the pod).
+    pub attempt: u32,
+    /// SANDBOX_READY.
+    pub ready: bool,
+    /// Pod IP from the CNI result, if any.
+    pub ip: Option<String>,
+    /// Additional pod IPs (other address families).
+    pub additional_ips: Vec<String>,
+    /// Creation time, nanoseconds since the epoch.
+    pub created_at: i64,
+}
+
+/// One container instance (one attempt of one spec container).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerStatus {
+    /// Runtime id (64 hex).
+    pub id: String,
+    /// Sandbox it runs in.
+    pub sandbox_id: String,
+    /// Name in the pod spec.
+    pub name: String,
+    /// Attempt = restart count this instance was created with.
+    pub attempt: u32,
+    /// State.
+    pub state: ContainerState,
+    /// Nanoseconds since the epoch (0 = unset).
+    pub created_at: i64,
+    /// Nanoseconds since the epoch (0 = unset).
+    pub started_at: i64,
+    /// Nanoseconds since the epoch (0 = unset).
+    pub finished_at: i64,
+    /// Exit code (meaningful when exited).
+    pub exit_code: i32,
+    /// Runtime's reason (`Completed`, `Error`, `OOMKilled`, `StartError`).
+    pub reason: String,
+    /// Runtime's message.
+    pub message: String,
+    /// Image as the runtime reports it (`docker.io/library/busybox:latest`).
+    pub image: String,
+    /// Image reference as the runtime reports it (`docker.io/library/busybox@sha256:...`).
+    pub image_ref: String,
+    /// Spec hash annotation ([`labels::CONTAINER_HASH`]).
+    pub hash: String,
+}
+
+/// All that the runtime holds for one pod, newest first in each list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodRuntimeStatus {
+    /// Sandboxes, newest first.
+    pub sandboxes: Vec<SandboxStatus>,
+    /// Containers, newest first (by creation time).
+    pub containers: Vec<ContainerStatus>,
+}
+
+impl PodRuntimeStatus {
+    /// The newest sandbox.
+    pub fn latest_sandbox(&self) -> Option<&SandboxStatus> {
+        self.sandboxes.first()
+    }
+
+    /// The newest instance of container `name`.
+    pub fn latest(&self, name: &str) -> Option<&ContainerStatus> {
+        self.containers.iter().find(|c| c.name == name)
+    }
+
+    /// The instance before the newest one of container `name` (its `lastState`).
+    pub fn previous(&self, name: &str) -> Option<&ContainerStatus> {
+        self.containers.iter().filter(|c| c.name == name).nth(1)
+    }
+
+    /// Containers currently running.
+    pub fn running(&self) -> impl Iterator<Item = &ContainerStatus> {
+        self.containers
+            .iter()
+            .filter(|c| c.state == ContainerState::Running)
+    }
+
+    /// Reads the pod's sandboxes and containers from the runtime by the pod UID label.
+    ///
+    /// Errors: any CRI error except NOT_FOUND on an object that vanished between list and status.
+    pub async fn observe(cri: &CriClient, pod_uid: &str) -> Result<Self, CriError> {
+        let sel = [(labels::POD_UID, pod_uid)];
+        let (sandboxes, containers) =
+            tokio::try_join!(cri.list_pod_sandboxes(&sel), cri.list_containers(&sel))?;
+        let mut out = PodRuntimeStatus::default();
+        for s in sandboxes {
+            let ready = s.state == api::PodSandboxState::SandboxReady as i32;
+            let (ip, additional_ips) = if ready {
+                match cri.pod_sandbox_status(&s.id).await {
+                    Ok(st) => {
+                        let net = st.network.unwrap_or_default();
+                        (
+                            (!net.ip.is_empty()).then_some(net.ip),
+                            net.additional_ips.into_iter().map(|i| i.ip).collect(),
+                        )
+                    }
+                    Err(e) if e.is_not_found() => continue,
+                    Err(e) => return Err(e),
+                }
+            } else {
+                (None, vec![])
+            };
+            out.sandboxes.push(SandboxStatus {
+                attempt: s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0),
+                id: s.id,
+                ready,
+                ip,
+                additional_ips,
+                created_at: s.created_at,
+            });
+        }
+        for c in containers {
+            let st = match cri.container_status(&c.id).await {
+                Ok(st) => st,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            };
+            out.containers.push(ContainerStatus {
+                id: c.id.clone(),
+                sandbox_id: c.pod_sandbox_id.clone(),
+                name: c
+                    .labels
+                    .get(labels::CONTAINER_NAME)
+                    .cloned()
+                    .unwrap_or_default(),
+                attempt: st.metadata.as_ref().map(|m| m.attempt).unwrap_or(0),
+                state: ContainerState::from(st.state),
+                created_at: st.created_at,
+                started_at: st.started_at,
+                finished_at: st.finished_at,
+                exit_code: st.exit_code,
+                reason: st.reason,
+                message: st.message,
+                image: st.image.map(|i| i.image).unwrap_or_default(),
+                image_ref: st.image_ref,
+                hash: c
+                    .annotations
+                    .get(labels::CONTAINER_HASH)
+                    .cloned()
+                    .unwrap_or_default(),
+            });
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Orders sandboxes and containers newest first (creation time, then attempt).
+    pub fn sort(&mut self) {
+        self.sandboxes
+            .sort_by(|a, b| (b.created_at, b.attempt).cmp(&(a.created_at, a.attempt)));
+        self.containers
+            .sort_by(|a, b| (b.created_at, b.attempt).cmp(&(a.created_at, a.attempt)));
+    }
+}

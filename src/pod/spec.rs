@@ -1,0 +1,693 @@
+//! From a pod spec to CRI configs: the Go kubelet's `generatePodSandboxConfig`
+//! (k/k `pkg/kubelet/kuberuntime/kuberuntime_sandbox.go`) and `generateContainerConfig`
+//! (`kuberuntime_container.go`), with the labels and annotations of
+//! `kuberuntime/labels.go`.
+
+use crate::cri::{api, labels};
+use k8s_openapi::api::core::v1::{Container, Pod};
+use std::collections::HashMap;
+
+/// Default `terminationGracePeriodSeconds` when the spec has none (API default, 30 s).
+pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
+/// Default `terminationMessagePath`.
+pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
+
+/// Errors turning a pod spec into CRI configs. Each becomes a `CreateContainerConfigError`
+/// waiting reason with this text as its message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// The pod has no spec.
+    #[error("pod has no spec")]
+    NoSpec,
+    /// A container named in the sync is not in the spec.
+    #[error("container {0:?} is not in the pod spec")]
+    NoSuchContainer(String),
+    /// The container has no image.
+    #[error("container {0:?} has no image")]
+    NoImage(String),
+    /// An environment variable uses a source deckhand does not handle.
+    #[error("{0}")]
+    Env(String),
+}
+
+/// Where the pod's logs go: `<pod_logs_dir>/<namespace>_<name>_<uid>`
+/// (k/k `kuberuntime/helpers.go` `BuildPodLogsDirectory`).
+pub fn pod_log_dir(pod_logs_dir: &str, pod: &Pod) -> String {
+    format!(
+        "{}/{}_{}_{}",
+        pod_logs_dir.trim_end_matches('/'),
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or(""),
+        super::uid(pod)
+    )
+}
+
+/// The sandbox hostname: `spec.hostname` or the pod name, at most 63 characters with trailing
+/// `-`/`.` trimmed; empty for host-network pods (the runtime refuses a hostname there).
+pub fn sandbox_hostname(pod: &Pod) -> String {
+    if super::host_network(pod) {
+        return String::new();
+    }
+    let h = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.hostname.clone())
+        .unwrap_or_else(|| pod.metadata.name.clone().unwrap_or_default());
+    let mut h: String = h.chars().take(63).collect();
+    while h.ends_with('-') || h.ends_with('.') {
+        h.pop();
+    }
+    h
+}
+
+/// QoS class of a pod (k/k `pkg/apis/core/v1/helper/qos`): `Guaranteed` when every container
+/// has cpu and memory limits equal to its requests, `BestEffort` when no container has any cpu
+/// or memory request or limit, else `Burstable`.
+pub fn qos_class(pod: &Pod) -> &'static str {
+    let Some(spec) = pod.spec.as_ref() else {
+        return "BestEffort";
+    };
+    let all: Vec<&Container> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+        .collect();
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &all {
+        let res = c.resources.as_ref();
+        let req = res.and_then(|r| r.requests.as_ref());
+        let lim = res.and_then(|r| r.limits.as_ref());
+        for r in ["cpu", "memory"] {
+            let rq = req
+                .and_then(|m| m.get(r))
+                .map(|q| crate::quantity::parse_milli(&q.0).unwrap_or(0));
+            let lm = lim
+                .and_then(|m| m.get(r))
+                .map(|q| crate::quantity::parse_milli(&q.0).unwrap_or(0));
+            if rq.is_some_and(|v| v != 0) || lm.is_some_and(|v| v != 0) {
+                any = true;
+            }
+            match (rq, lm) {
+                (_, None) => guaranteed = false,
+                (Some(a), Some(b)) if a != b => guaranteed = false,
+                _ => {}
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// The pod-level cgroup parent under the cgroupfs driver: `/kubepods/pod<uid>` (Guaranteed),
+/// `/kubepods/burstable/pod<uid>`, `/kubepods/besteffort/pod<uid>`.
+pub fn cgroup_parent(pod: &Pod) -> String {
+    match qos_class(pod) {
+        "Guaranteed" => format!("/kubepods/pod{}", super::uid(pod)),
+        "Burstable" => format!("/kubepods/burstable/pod{}", super::uid(pod)),
+        _ => format!("/kubepods/besteffort/pod{}", super::uid(pod)),
+    }
+}
+
+/// Builds the `PodSandboxConfig` for `pod` (attempt `attempt`), logs under `pod_logs_dir`.
+pub fn sandbox_config(pod: &Pod, attempt: u32, pod_logs_dir: &str) -> api::PodSandboxConfig {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let mut lbls: HashMap<String, String> = pod
+        .metadata
+        .labels
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    lbls.insert(
+        labels::POD_NAME.into(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    );
+    lbls.insert(
+        labels::POD_NAMESPACE.into(),
+        pod.metadata.namespace.clone().unwrap_or_default(),
+    );
+    lbls.insert(labels::POD_UID.into(), super::uid(pod).into());
+    let annotations: HashMap<String, String> = pod
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let mut port_mappings = vec![];
+    for c in &spec.containers {
+        for p in c.ports.iter().flatten() {
+            if let Some(hp) = p.host_port.filter(|h| *h > 0) {
+                port_mappings.push(api::PortMapping {
+                    protocol: match p.protocol.as_deref() {
+                        Some("UDP") => api::Protocol::Udp as i32,
+                        Some("SCTP") => api::Protocol::Sctp as i32,
+                        _ => api::Protocol::Tcp as i32,
+                    },
+                    container_port: p.container_port,
+                    host_port: hp,
+                    host_ip: p.host_ip.clone().unwrap_or_default(),
+                });
+            }
+        }
+    }
+    let host_net = spec.host_network.unwrap_or(false);
+    let ns = api::NamespaceOption {
+        network: if host_net {
+            api::NamespaceMode::Node
+        } else {
+            api::NamespaceMode::Pod
+        } as i32,
+        pid: if spec.host_pid.unwrap_or(false) {
+            api::NamespaceMode::Node
+        } else if spec.share_process_namespace.unwrap_or(false) {
+            api::NamespaceMode::Pod
+        } else {
+            api::NamespaceMode::Container
+        } as i32,
+        ipc: if spec.host_ipc.unwrap_or(false) {
+            api::NamespaceMode::Node
+        } else {
+            api::NamespaceMode::Pod
+        } as i32,
+        ..Default::default()
+    };
+    let psc = spec.security_context.clone().unwrap_or_default();
+    api::PodSandboxConfig {
+        metadata: Some(api::PodSandboxMetadata {
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: super::uid(pod).into(),
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            attempt,
+        }),
+        hostname: sandbox_hostname(pod),
+        log_directory: pod_log_dir(pod_logs_dir, pod),
+        dns_config: None,
+        port_mappings,
+        labels: lbls,
+        annotations,
+        linux: Some(api::LinuxPodSandboxConfig {
+            cgroup_parent: cgroup_parent(pod),
+            security_context: Some(api::LinuxSandboxSecurityContext {
+                namespace_options: Some(ns),
+                run_as_user: psc.run_as_user.map(|v| api::Int64Value { value: v }),
+                run_as_group: psc.run_as_group.map(|v| api::Int64Value { value: v }),
+                supplemental_groups: psc.supplemental_groups.clone().unwrap_or_default(),
+                privileged: spec
+                    .containers
+                    .iter()
+                    .chain(spec.init_containers.iter().flatten())
+                    .any(|c| {
+                        c.security_context
+                            .as_ref()
+                            .and_then(|s| s.privileged)
+                            .unwrap_or(false)
+                    }),
+                seccomp: Some(api::SecurityProfile {
+                    profile_type: api::security_profile::ProfileType::RuntimeDefault as i32,
+                    localhost_ref: String::new(),
+                }),
+                ..Default::default()
+            }),
+            sysctls: psc
+                .sysctls
+                .iter()
+                .flatten()
+                .map(|s| (s.name.clone(), s.value.clone()))
+                .collect(),
+            ..Default::default()
+        }),
+        windows: None,
+    }
+}
+
+/// Finds a container (regular or init) by name.
+pub fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+    let spec = pod.spec.as_ref()?;
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
+}
+
+/// A stable hash of the container spec (FNV-1a over its JSON), in hex; stored as the
+/// `io.kubernetes.container.hash` annotation so a changed spec restarts the container.
+pub fn container_hash(c: &Container) -> String {
+    let json = serde_json::to_vec(c).unwrap_or_default();
+    let mut h: u32 = 0x811c9dc5;
+    for b in json {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x01000193);
+    }
+    format!("{h:x}")
+}
+
+/// Expands `$(VAR)` references in `s` from `env` (k/k `third_party/forked/golang/expansion`):
+/// `$$` escapes to `$`, unknown references are left as written.
+pub fn expand(s: &str, env: &[(String, String)]) -> String {
+    let lookup = |name: &str| {
+        env.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == '$' && i + 1 < chars.len() {
+            match chars[i + 1] {
+                '$' => {
+                    out.push('$');
+                    i += 2;
+                    continue;
+                }
+                '(' => {
+                    if let Some(end) = chars[i + 2..].iter().position(|c| *c == ')') {
+                        let name: String = chars[i + 2..i + 2 + end].iter().collect();
+                        match lookup(&name) {
+                            Some(v) => out.push_str(&v),
+                            None => out.push_str(&format!("$({name})")),
+                        }
+                        i += 3 + end;
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Resolves the container's environment (`env` with plain values and the downward-API
+/// `fieldRef`s that need no lookup), in order, with `$(VAR)` expansion against earlier entries.
+///
+/// Errors: a `valueFrom` source deckhand does not resolve yet (configMapKeyRef, secretKeyRef,
+/// resourceFieldRef) or an unsupported field path; the message names the variable.
+pub fn container_env(
+    pod: &Pod,
+    c: &Container,
+    pod_ip: &str,
+    host_ip: &str,
+) -> Result<Vec<(String, String)>, SpecError> {
+    let mut out: Vec<(String, String)> = vec![];
+    for e in c.env.iter().flatten() {
+        let value = if let Some(from) = &e.value_from {
+            if let Some(f) = &from.field_ref {
+                field_value(pod, &f.field_path, pod_ip, host_ip).ok_or_else(|| {
+                    SpecError::Env(format!(
+                        "unsupported fieldPath {:?} in environment variable {}",
+                        f.field_path, e.name
+                    ))
+                })?
+            } else {
+                return Err(SpecError::Env(format!(
+                    "environment variable {}: this valueFrom source is not supported by deckhand yet",
+                    e.name
+                )));
+            }
+        } else {
+            expand(e.value.as_deref().unwrap_or(""), &out)
+        };
+        out.push((e.name.clone(), value));
+    }
+    if c.env_from.as_ref().is_some_and(|v| !v.is_empty()) {
+        return Err(SpecError::Env(
+            "envFrom is not supported by deckhand yet".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// The downward-API field values the Go kubelet supports for `fieldRef` in env
+/// (k/k `pkg/kubelet/kubelet_pods.go` `podFieldSelectorRuntimeValue`).
+pub fn field_value(pod: &Pod, path: &str, pod_ip: &str, host_ip: &str) -> Option<String> {
+    let spec = pod.spec.as_ref();
+    Some(match path {
+        "metadata.name" => pod.metadata.name.clone().unwrap_or_default(),
+        "metadata.namespace" => pod.metadata.namespace.clone().unwrap_or_default(),
+        "metadata.uid" => super::uid(pod).to_string(),
+        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
+        "spec.serviceAccountName" => spec
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_default(),
+        "status.podIP" | "status.podIPs" => pod_ip.to_string(),
+        "status.hostIP" | "status.hostIPs" => host_ip.to_string(),
+        p => {
+            let key = p
+                .strip_prefix("metadata.labels['")
+                .or_else(|| p.strip_prefix("metadata.annotations['"))?;
+            let key = key.strip_suffix("']")?;
+            let map = if p.starts_with("metadata.labels") {
+                &pod.metadata.labels
+            } else {
+                &pod.metadata.annotations
+            };
+            map.as_ref()
+                .and_then(|m| m.get(key))
+                .cloned()
+                .unwrap_or_default()
+        }
+    })
+}
+
+/// Inputs of [`container_config`] that come from the sync rather than the spec.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerRuntimeInputs {
+    /// Image reference to create from (the image ID from the pull).
+    pub image_ref: String,
+    /// Restart count of the new instance (CRI attempt).
+    pub attempt: u32,
+    /// Pod IP (for env).
+    pub pod_ip: String,
+    /// Node IP (for env).
+    pub host_ip: String,
+    /// Mounts prepared by the volume manager.
+    pub mounts: Vec<api::Mount>,
+}
+
+/// Builds the `ContainerConfig` for container `name` of `pod`.
+///
+/// Errors: [`SpecError`] for a spec deckhand cannot honour; the caller reports it as
+/// `CreateContainerConfigError`.
+pub fn container_config(
+    pod: &Pod,
+    name: &str,
+    inp: &ContainerRuntimeInputs,
+) -> Result<api::ContainerConfig, SpecError> {
+    let spec = pod.spec.as_ref().ok_or(SpecError::NoSpec)?;
+    let c = find_container(pod, name).ok_or_else(|| SpecError::NoSuchContainer(name.into()))?;
+    let user_image = c
+        .image
+        .clone()
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| SpecError::NoImage(name.into()))?;
+    let env = container_env(pod, c, &inp.pod_ip, &inp.host_ip)?;
+    let command: Vec<String> = c
+        .command
+        .iter()
+        .flatten()
+        .map(|s| expand(s, &env))
+        .collect();
+    let args: Vec<String> = c.args.iter().flatten().map(|s| expand(s, &env)).collect();
+
+    let mut lbls = HashMap::new();
+    lbls.insert(
+        labels::POD_NAME.to_string(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    );
+    lbls.insert(
+        labels::POD_NAMESPACE.to_string(),
+        pod.metadata.namespace.clone().unwrap_or_default(),
+    );
+    lbls.insert(labels::POD_UID.to_string(), super::uid(pod).to_string());
+    lbls.insert(labels::CONTAINER_NAME.to_string(), c.name.clone());
+
+    let mut ann = HashMap::new();
+    ann.insert(labels::CONTAINER_HASH.to_string(), container_hash(c));
+    ann.insert(
+        labels::CONTAINER_RESTART_COUNT.to_string(),
+        inp.attempt.to_string(),
+    );
+    ann.insert(
+        labels::CONTAINER_TERMINATION_MESSAGE_PATH.to_string(),
+        c.termination_message_path
+            .clone()
+            .unwrap_or_else(|| DEFAULT_TERMINATION_MESSAGE_PATH.into()),
+    );
+    ann.insert(
+        labels::CONTAINER_TERMINATION_MESSAGE_POLICY.to_string(),
+        c.termination_message_policy
+            .clone()
+            .unwrap_or_else(|| "File".into()),
+    );
+    if let Some(g) = pod.metadata.deletion_grace_period_seconds {
+        ann.insert(labels::POD_DELETION_GRACE_PERIOD.to_string(), g.to_string());
+    }
+    ann.insert(
+        labels::POD_TERMINATION_GRACE_PERIOD.to_string(),
+        spec.termination_grace_period_seconds
+            .unwrap_or(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS)
+            .to_string(),
+    );
+    if let Some(ports) = c.ports.as_ref().filter(|p| !p.is_empty()) {
+        ann.insert(
+            labels::CONTAINER_PORTS.to_string(),
+            serde_json::to_string(ports).unwrap_or_default(),
+        );
+    }
+    if let Some(pre) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {
+        ann.insert(
+            labels::CONTAINER_PRESTOP_HANDLER.to_string(),
+            serde_json::to_string(pre).unwrap_or_default(),
+        );
+    }
+
+    let sc = c.security_context.clone().unwrap_or_default();
+    let psc = spec.security_context.clone().unwrap_or_default();
+    let ns = api::NamespaceOption {
+        network: if spec.host_network.unwrap_or(false) {
+            api::NamespaceMode::Node
+        } else {
+            api::NamespaceMode::Pod
+        } as i32,
+        pid: if spec.host_pid.unwrap_or(false) {
+            api::NamespaceMode::Node
+        } else if spec.share_process_namespace.unwrap_or(false) {
+            api::NamespaceMode::Pod
+        } else {
+            api::NamespaceMode::Container
+        } as i32,
+        ipc: if spec.host_ipc.unwrap_or(false) {
+            api::NamespaceMode::Node
+        } else {
+            api::NamespaceMode::Pod
+        } as i32,
+        ..Default::default()
+    };
+    Ok(api::ContainerConfig {
+        metadata: Some(api::ContainerMetadata {
+            name: c.name.clone(),
+            attempt: inp.attempt,
+        }),
+        image: Some(api::ImageSpec {
+            image: if inp.image_ref.is_empty() {
+                user_image.clone()
+            } else {
+                inp.image_ref.clone()
+            },
+            user_specified_image: user_image,
+            ..Default::default()
+        }),
+        command,
+        args,
+        working_dir: c.working_dir.clone().unwrap_or_default(),
+        envs: env
+            .into_iter()
+            .map(|(key, value)| api::KeyValue {
+                key,
+                value: value.into_bytes(),
+            })
+            .collect(),
+        mounts: inp.mounts.clone(),
+        labels: lbls,
+        annotations: ann,
+        log_path: format!("{}/{}.log", c.name, inp.attempt),
+        stdin: c.stdin.unwrap_or(false),
+        stdin_once: c.stdin_once.unwrap_or(false),
+        tty: c.tty.unwrap_or(false),
+        linux: Some(api::LinuxContainerConfig {
+            resources: Some(linux_resources(c)),
+            security_context: Some(api::LinuxContainerSecurityContext {
+                namespace_options: Some(ns),
+                privileged: sc.privileged.unwrap_or(false),
+                run_as_user: sc
+                    .run_as_user
+                    .or(psc.run_as_user)
+                    .map(|v| api::Int64Value { value: v }),
+                run_as_group: sc
+                    .run_as_group
+                    .or(psc.run_as_group)
+                    .map(|v| api::Int64Value { value: v }),
+                readonly_rootfs: sc.read_only_root_filesystem.unwrap_or(false),
+                no_new_privs: !sc.allow_privilege_escalation.unwrap_or(true),
+                supplemental_groups: psc.supplemental_groups.clone().unwrap_or_default(),
+                capabilities: sc.capabilities.as_ref().map(|cap| api::Capability {
+                    add_capabilities: cap.add.clone().unwrap_or_default(),
+                    drop_capabilities: cap.drop.clone().unwrap_or_default(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        }),
+        ..Default::default()
+    })
+}
+
+/// Linux resources for a container from its requests and limits, with the Go kubelet's
+/// conversions (k/k `pkg/kubelet/cm/helpers_linux.go`): cpu shares = millicores·1024/1000
+/// (min 2, from the limit when there is no request), CFS period 100000 µs and quota =
+/// millicores·100 (min 1000 µs) when a cpu limit is set, memory limit in bytes.
+pub fn linux_resources(c: &Container) -> api::LinuxContainerResources {
+    let res = c.resources.as_ref();
+    let get = |m: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+               k: &str| {
+        m.and_then(|m| m.get(k))
+            .and_then(|q| crate::quantity::parse_milli(&q.0).ok())
+    };
+    let req_cpu = get(res.and_then(|r| r.requests.as_ref()), "cpu");
+    let lim_cpu = get(res.and_then(|r| r.limits.as_ref()), "cpu");
+    let lim_mem = get(res.and_then(|r| r.limits.as_ref()), "memory").map(|m| m / 1000);
+    let milli = req_cpu.or(lim_cpu).unwrap_or(0);
+    let shares = (milli * 1024 / 1000).clamp(2, 262144) as i64;
+    let (period, quota) = match lim_cpu {
+        Some(l) if l > 0 => (100_000, ((l * 100_000) / 1000).max(1000) as i64),
+        _ => (0, 0),
+    };
+    api::LinuxContainerResources {
+        cpu_shares: shares,
+        cpu_period: period,
+        cpu_quota: quota,
+        memory_limit_in_bytes: lim_mem.unwrap_or(0) as i64,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{EnvVar, PodSpec, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn pod_with(c: Container) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some("web".into());
+        p.metadata.namespace = Some("default".into());
+        p.metadata.uid = Some("uid-1".into());
+        p.spec = Some(PodSpec {
+            containers: vec![c],
+            ..Default::default()
+        });
+        p
+    }
+
+    #[test]
+    fn expansion_follows_kubernetes_rules() {
+        let env = vec![("A".to_string(), "x".to_string())];
+        assert_eq!(expand("$(A)-$(B)-$$(A)-$$", &env), "x-$(B)-$(A)-$");
+        assert_eq!(expand("$(A", &env), "$(A");
+    }
+
+    #[test]
+    fn cpu_and_memory_convert_like_the_go_kubelet() {
+        let mut c = Container {
+            name: "c".into(),
+            image: Some("busybox".into()),
+            ..Default::default()
+        };
+        c.resources = Some(ResourceRequirements {
+            requests: Some([("cpu".to_string(), Quantity("250m".into()))].into()),
+            limits: Some(
+                [
+                    ("cpu".to_string(), Quantity("500m".into())),
+                    ("memory".to_string(), Quantity("64Mi".into())),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        });
+        let r = linux_resources(&c);
+        assert_eq!(
+            (
+                r.cpu_shares,
+                r.cpu_period,
+                r.cpu_quota,
+                r.memory_limit_in_bytes
+            ),
+            (256, 100000, 50000, 64 << 20)
+        );
+        let r = linux_resources(&Container::default());
+        assert_eq!(r.cpu_shares, 2);
+        assert_eq!(qos_class(&pod_with(c)), "Burstable");
+        assert_eq!(qos_class(&pod_with(Container::default())), "BestEffort");
+    }
+
+    #[test]
+    fn container_config_carries_kubelet_labels_annotations_and_log_path() {
+        let c = Container {
+            name: "app".into(),
+            image: Some("busybox".into()),
+            command: Some(vec!["sh".into(), "-c".into(), "echo $(GREETING)".into()]),
+            env: Some(vec![EnvVar {
+                name: "GREETING".into(),
+                value: Some("hi".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let p = pod_with(c);
+        let cfg = container_config(
+            &p,
+            "app",
+            &ContainerRuntimeInputs {
+                attempt: 2,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(cfg.log_path, "app/2.log");
+        assert_eq!(cfg.command, vec!["sh", "-c", "echo hi"]);
+        assert_eq!(cfg.labels[labels::POD_UID], "uid-1");
+        assert_eq!(cfg.labels[labels::CONTAINER_NAME], "app");
+        assert_eq!(cfg.annotations[labels::CONTAINER_RESTART_COUNT], "2");
+        let ns = cfg
+            .linux
+            .unwrap()
+            .security_context
+            .unwrap()
+            .namespace_options
+            .unwrap();
+        assert_eq!(ns.pid, api::NamespaceMode::Container as i32);
+        let sb = sandbox_config(&p, 0, "/var/log/pods");
+        assert_eq!(sb.log_directory, "/var/log/pods/default_web_uid-1");
+        assert_eq!(sb.hostname, "web");
+        assert_eq!(
+            sb.linux.unwrap().cgroup_parent,
+            "/kubepods/besteffort/poduid-1"
+        );
+    }
+
+    #[test]
+    fn unsupported_env_sources_are_reported_not_ignored() {
+        let c = Container {
+            name: "app".into(),
+            image: Some("busybox".into()),
+            env: Some(vec![EnvVar {
+                name: "X".into(),
+                value_from: Some(k8s_openapi::api::core::v1::EnvVarSource {
+                    secret_key_ref: Some(Default::default()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let p = pod_with(c);
+        assert!(container_config(&p, "app", &ContainerRuntimeInputs::default()).is_err());
+    }
+}

@@ -1,0 +1,1064 @@
+//! Pod workers: one task per pod UID that owns that pod's lifecycle on this node (k/k
+//! `pkg/kubelet/pod_workers.go`). A worker is fed the latest pod object through a `watch`
+//! channel (latest wins), woken by PLEG when the runtime changes, and syncs: read the runtime
+//! state, decide ([`super::actions`]), act through CRI, write the status. When the pod is
+//! deleted it terminates the containers with the grace period, reports a terminal phase,
+//! completes the deletion in the API server, and removes the sandbox.
+//!
+//! [`PodWorkers`] is the dispatcher: it owns the map of workers, routes pod updates and PLEG
+//! events to them, and cleans up pods that vanished while deckhand was down.
+
+use super::actions::{compute_pod_actions, PodActions, Waiting};
+use super::runtime::PodRuntimeStatus;
+use super::spec;
+use crate::backoff::Backoff;
+use crate::cri::{labels, CriClient};
+use crate::events::{reason, EventRecorder};
+use crate::image::{self, PullDecision, PullPolicy};
+use crate::source::PodEvent;
+use crate::status::{generate_pod_status, StatusInputs, StatusManager};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Preconditions};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch, Mutex, Notify};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// How often a worker syncs its pod without any trigger (the Go kubelet's resync is ~1 min;
+/// deckhand relies on PLEG events and re-checks every 10 s as a safety net).
+pub const RESYNC_PERIOD: Duration = Duration::from_secs(10);
+/// Delay before retrying a sync that failed (Go kubelet `workerBackOffPeriod`, 10 s).
+pub const WORKER_BACKOFF_PERIOD: Duration = Duration::from_secs(10);
+/// Minimum grace period for stopping a container (Go kubelet `minimumGracePeriodInSeconds`).
+pub const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;
+
+/// Everything a pod worker needs, shared by all workers.
+pub struct SyncContext {
+    /// API client.
+    pub client: kube::Client,
+    /// CRI client.
+    pub cri: CriClient,
+    /// The status writer.
+    pub status: StatusManager,
+    /// Events.
+    pub recorder: EventRecorder,
+    /// This node's name.
+    pub node_name: String,
+    /// This node's IPs (hostIP).
+    pub node_ips: Vec<String>,
+    /// Root dir (pod directories, volumes).
+    pub root_dir: PathBuf,
+    /// Pod logs dir (`/var/log/pods`).
+    pub pod_logs_dir: String,
+    /// Runtime name for container IDs (`containerd`).
+    pub runtime_name: String,
+    /// Image pulls are serialized, as the Go kubelet's default `serializeImagePulls: true`.
+    pub pull_lock: Mutex<()>,
+}
+
+/// What a worker is told about its pod.
+#[derive(Debug, Clone)]
+pub struct PodUpdate {
+    /// The latest pod object seen.
+    pub pod: Pod,
+    /// The object is gone from the API server (deleted, force-deleted, or vanished while
+    /// deckhand was down): kill and clean up without writing status.
+    pub removed: bool,
+}
+
+struct WorkerHandle {
+    tx: watch::Sender<PodUpdate>,
+    notify: Arc<Notify>,
+}
+
+/// The dispatcher of pod updates and runtime events to pod workers.
+pub struct PodWorkers {
+    ctx: Arc<SyncContext>,
+    workers: HashMap<String, WorkerHandle>,
+    done_tx: mpsc::UnboundedSender<String>,
+    done_rx: mpsc::UnboundedReceiver<String>,
+}
+
+fn span_for(pod: &Pod) -> tracing::Span {
+    tracing::info_span!(
+        "pod",
+        pod.namespace = pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.name = pod.metadata.name.as_deref().unwrap_or(""),
+        pod.uid = super::uid(pod)
+    )
+}
+
+impl PodWorkers {
+    /// A dispatcher over `ctx`.
+    pub fn new(ctx: Arc<SyncContext>) -> Self {
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        Self {
+            ctx,
+            workers: HashMap::new(),
+            done_tx,
+            done_rx,
+        }
+    }
+
+    fn update(&mut self, pod: Pod, removed: bool, cancel: &CancellationToken) {
+        let uid = super::uid(&pod).to_string();
+        if uid.is_empty() {
+            return;
+        }
+        if let Some(h) = self.workers.get(&uid) {
+            // A removed pod stays removed even if a stale update arrives later.
+            let was_removed = h.tx.borrow().removed;
+            let _ = h.tx.send(PodUpdate {
+                pod,
+                removed: removed || was_removed,
+            });
+            return;
+        }
+        let (tx, rx) = watch::channel(PodUpdate {
+            pod: pod.clone(),
+            removed,
+        });
+        let notify = Arc::new(Notify::new());
+        let worker = PodWorker {
+            ctx: self.ctx.clone(),
+            rx,
+            notify: notify.clone(),
+            crash_backoff: Backoff::default(),
+            image_backoff: Backoff::default(),
+            waiting: BTreeMap::new(),
+        };
+        let done = self.done_tx.clone();
+        let span = span_for(&pod);
+        let cancel = cancel.child_token();
+        let uid2 = uid.clone();
+        tokio::spawn(
+            async move {
+                worker.run(cancel).await;
+                let _ = done.send(uid2);
+            }
+            .instrument(span),
+        );
+        self.workers.insert(uid, WorkerHandle { tx, notify });
+    }
+
+    /// Runs until `cancel`: routes pod events from the source and pod UIDs from PLEG.
+    pub async fn run(
+        mut self,
+        mut pods: mpsc::Receiver<PodEvent>,
+        mut pleg: mpsc::Receiver<String>,
+        cancel: CancellationToken,
+    ) {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                ev = pods.recv() => match ev {
+                    None => return,
+                    Some(PodEvent::Apply(pod)) => {
+                        let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(self.ctx.node_name.as_str());
+                        self.update(pod, !on_node, &cancel);
+                    }
+                    Some(PodEvent::Delete(pod)) => self.update(pod, true, &cancel),
+                    Some(PodEvent::Synced(present)) => self.reconcile(present, &cancel).await,
+                },
+                uid = pleg.recv() => {
+                    if let Some(uid) = uid {
+                        if let Some(h) = self.workers.get(&uid) {
+                            h.notify.notify_one();
+                        }
+                    }
+                }
+                uid = self.done_rx.recv() => {
+                    if let Some(uid) = uid {
+                        // Keep a worker whose pod came back under the same UID (cannot happen
+                        // in the API), else forget it.
+                        if self.workers.get(&uid).is_some_and(|h| h.tx.borrow().removed) {
+                            self.workers.remove(&uid);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// After a full list: pods with workers that are no longer listed were deleted while the
+    /// watch was down; sandboxes in the runtime with no pod are orphans (deleted while deckhand
+    /// was down). Both are killed and removed.
+    async fn reconcile(&mut self, present: HashSet<String>, cancel: &CancellationToken) {
+        let gone: Vec<String> = self
+            .workers
+            .keys()
+            .filter(|u| !present.contains(*u))
+            .cloned()
+            .collect();
+        for uid in gone {
+            let pod = self.workers[&uid].tx.borrow().pod.clone();
+            self.update(pod, true, cancel);
+        }
+        match self.ctx.cri.list_pod_sandboxes(&[]).await {
+            Ok(sandboxes) => {
+                for s in sandboxes {
+                    let Some(uid) = s.labels.get(labels::POD_UID).cloned() else {
+                        continue;
+                    };
+                    if present.contains(&uid) || self.workers.contains_key(&uid) {
+                        continue;
+                    }
+                    let mut pod = Pod::default();
+                    pod.metadata.uid = Some(uid.clone());
+                    pod.metadata.name = s.labels.get(labels::POD_NAME).cloned();
+                    pod.metadata.namespace = s.labels.get(labels::POD_NAMESPACE).cloned();
+                    tracing::info!(pod.uid = %uid, pod.name = ?pod.metadata.name, "cleaning up orphaned pod sandbox");
+                    self.update(pod, true, cancel);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "listing sandboxes for orphan cleanup failed"),
+        }
+    }
+}
+
+/// One pod's worker.
+struct PodWorker {
+    ctx: Arc<SyncContext>,
+    rx: watch::Receiver<PodUpdate>,
+    notify: Arc<Notify>,
+    crash_backoff: Backoff,
+    image_backoff: Backoff,
+    /// Why containers are waiting after the last sync (the Go kubelet's reasonCache).
+    waiting: BTreeMap<String, Waiting>,
+}
+
+/// A failure of one sync, already reported on the pod.
+#[derive(Debug)]
+struct SyncFailed;
+
+fn deleting(u: &PodUpdate) -> bool {
+    u.removed || u.pod.metadata.deletion_timestamp.is_some()
+}
+
+impl PodWorker {
+    async fn run(mut self, cancel: CancellationToken) {
+        let mut next_wake: Option<Instant> = None;
+        loop {
+            let update = self.rx.borrow_and_update().clone();
+            if deleting(&update) {
+                self.terminate(update, &cancel).await;
+                return;
+            }
+            // Sync; abandon it if the pod is deleted meanwhile (e.g. during a long pull).
+            let outcome = {
+                let mut rx = self.rx.clone();
+                let pod = update.pod.clone();
+                let sync = self.sync(&pod);
+                tokio::pin!(sync);
+                loop {
+                    tokio::select! {
+                        r = &mut sync => break Some(r),
+                        _ = cancel.cancelled() => return,
+                        changed = rx.changed() => {
+                            if changed.is_err() { return; }
+                            if deleting(&rx.borrow()) { break None; }
+                        }
+                    }
+                }
+            };
+            next_wake = match outcome {
+                None => continue,
+                Some(Ok(next)) => next.map(|t| {
+                    let d = t.as_nanosecond() - Timestamp::now().as_nanosecond();
+                    Instant::now() + Duration::from_nanos(d.max(0) as u64)
+                }),
+                Some(Err(SyncFailed)) => Some(Instant::now() + WORKER_BACKOFF_PERIOD),
+            }
+            .or(next_wake.filter(|w| *w > Instant::now()));
+            let wake = next_wake
+                .unwrap_or_else(|| Instant::now() + RESYNC_PERIOD)
+                .min(Instant::now() + RESYNC_PERIOD);
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                r = self.rx.changed() => { if r.is_err() { return; } }
+                _ = self.notify.notified() => {}
+                _ = tokio::time::sleep_until(wake.into()) => { next_wake = None; }
+            }
+        }
+    }
+
+    /// One sync of a live pod. Returns when the worker should sync again at the latest
+    /// (the end of a back-off).
+    async fn sync(&mut self, pod: &Pod) -> Result<Option<Timestamp>, SyncFailed> {
+        let ctx = self.ctx.clone();
+        let rt = match PodRuntimeStatus::observe(&ctx.cri, super::uid(pod)).await {
+            Ok(rt) => rt,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading pod state from the runtime failed");
+                return Err(SyncFailed);
+            }
+        };
+        let now = Timestamp::now();
+        let actions = compute_pod_actions(pod, &rt, &mut self.crash_backoff, now);
+        self.crash_backoff.gc(now);
+        let mut next = actions.next_sync;
+        let result = self.execute(pod, &rt, &actions).await;
+        if let Some(t) = self.image_backoff_next() {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+        // Record crash back-off events for containers held back.
+        for (name, w) in &actions.waiting {
+            if w.reason == super::actions::REASON_CRASH_LOOP_BACK_OFF {
+                ctx.recorder.pod(
+                    pod,
+                    Some(name),
+                    true,
+                    reason::BACK_OFF,
+                    format!(
+                        "Back-off restarting failed container {} in pod {}",
+                        name,
+                        super::format_pod(pod)
+                    ),
+                );
+            }
+        }
+        for (k, v) in &actions.waiting {
+            self.waiting.insert(k.clone(), v.clone());
+        }
+        self.write_status(pod, actions.pod_done).await;
+        result.map(|_| next)
+    }
+
+    /// When the earliest image-pull back-off of this pod ends, so the worker retries the pull
+    /// then rather than at the next periodic sync.
+    fn image_backoff_next(&self) -> Option<Timestamp> {
+        let pulling = self
+            .waiting
+            .values()
+            .any(|w| w.reason == "ImagePullBackOff" || w.reason == "ErrImagePull");
+        if !pulling {
+            return None;
+        }
+        self.image_backoff
+            .earliest_end_since_update(Timestamp::now())
+    }
+
+    async fn write_status(&self, pod: &Pod, terminal: bool) {
+        let rt = match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+            Ok(rt) => rt,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading pod state for status failed");
+                return;
+            }
+        };
+        let status = generate_pod_status(
+            pod,
+            &StatusInputs {
+                runtime: &rt,
+                waiting: &self.waiting,
+                runtime_name: &self.ctx.runtime_name,
+                node_ips: &self.ctx.node_ips,
+                terminal,
+                now: crate::time::truncate(Timestamp::now()),
+            },
+        );
+        // Base the comparison on the newest copy of the pod we have.
+        let latest = self.rx.borrow().pod.clone();
+        let base = if super::uid(&latest) == super::uid(pod) {
+            latest
+        } else {
+            pod.clone()
+        };
+        if let Err(e) = self.ctx.status.set_pod_status(&base, &status).await {
+            tracing::warn!(error = %e, "status update failed; will retry");
+        }
+    }
+
+    /// Carries out the actions. Failures are recorded on the pod (waiting reasons, events).
+    async fn execute(
+        &mut self,
+        pod: &Pod,
+        rt: &PodRuntimeStatus,
+        a: &PodActions,
+    ) -> Result<(), SyncFailed> {
+        let ctx = self.ctx.clone();
+        let grace = pod_grace_seconds(pod);
+        if a.kill_pod {
+            let anything_live =
+                rt.running().next().is_some() || rt.sandboxes.iter().any(|s| s.ready);
+            if anything_live {
+                if a.create_sandbox.is_some() && !rt.sandboxes.is_empty() {
+                    ctx.recorder.pod(
+                        pod,
+                        None,
+                        false,
+                        reason::SANDBOX_CHANGED,
+                        "Pod sandbox changed, it will be killed and re-created.".into(),
+                    );
+                }
+                self.kill_pod(pod, rt, grace).await;
+            }
+        }
+        for k in &a.kill {
+            ctx.recorder.pod(
+                pod,
+                Some(&k.name),
+                false,
+                reason::KILLING,
+                k.message.clone(),
+            );
+            if let Err(e) = ctx
+                .cri
+                .stop_container(&k.id, grace.max(MINIMUM_GRACE_PERIOD_SECONDS))
+                .await
+            {
+                tracing::warn!(container = %k.name, error = %e, "stopping container failed");
+            }
+        }
+        if a.pod_done || (a.start.is_empty() && a.create_sandbox.is_none()) {
+            return Ok(());
+        }
+
+        // Volumes: set up before any container of the pod starts.
+        let volumes = match crate::volume::setup(&ctx.client, &ctx.root_dir, pod).await {
+            Ok(v) => v,
+            Err(e) => {
+                let msg = format!("MountVolume.SetUp failed: {e}");
+                ctx.recorder.pod(pod, None, true, reason::FAILED_MOUNT, msg);
+                tracing::warn!(error = %e, "volume setup failed");
+                for s in &a.start {
+                    self.waiting.insert(
+                        s.name.clone(),
+                        Waiting {
+                            reason: if rt.latest(&s.name).is_some() {
+                                "CreateContainerConfigError".into()
+                            } else {
+                                "ContainerCreating".into()
+                            },
+                            message: String::new(),
+                        },
+                    );
+                }
+                return Err(SyncFailed);
+            }
+        };
+
+        let sandbox_id;
+        let pod_ip;
+        let sandbox_config;
+        if let Some(attempt) = a.create_sandbox {
+            let cfg = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir);
+            let log_dir = cfg.log_directory.clone();
+            if let Err(e) = tokio::fs::create_dir_all(&log_dir).await {
+                tracing::warn!(dir = %log_dir, error = %e, "creating pod log directory failed");
+            }
+            match ctx.cri.run_pod_sandbox(cfg.clone()).await {
+                Ok(id) => {
+                    sandbox_id = id;
+                    sandbox_config = cfg;
+                }
+                Err(e) => {
+                    ctx.recorder.pod(
+                        pod,
+                        None,
+                        true,
+                        reason::FAILED_CREATE_POD_SANDBOX,
+                        format!("Failed to create pod sandbox: {}", e.user_message()),
+                    );
+                    tracing::warn!(error = %e, "Failed to create sandbox for pod {}", super::format_pod(pod));
+                    return Err(SyncFailed);
+                }
+            }
+            pod_ip = match ctx.cri.pod_sandbox_status(&sandbox_id).await {
+                Ok(st) => st.network.map(|n| n.ip).unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+        } else {
+            let s = rt
+                .latest_sandbox()
+                .expect("a ready sandbox exists when none is created");
+            sandbox_id = s.id.clone();
+            pod_ip = s.ip.clone().unwrap_or_default();
+            sandbox_config = spec::sandbox_config(pod, s.attempt, &ctx.pod_logs_dir);
+        }
+        let etc_hosts = self.write_etc_hosts(pod, &pod_ip).await;
+
+        let mut failed = false;
+        for s in &a.start {
+            match self
+                .start_container(
+                    pod,
+                    &s.name,
+                    s.attempt,
+                    &sandbox_id,
+                    &sandbox_config,
+                    &pod_ip,
+                    &volumes,
+                    etc_hosts.as_deref(),
+                )
+                .await
+            {
+                Ok(()) => {
+                    self.waiting.remove(&s.name);
+                }
+                Err(w) => {
+                    self.waiting.insert(s.name.clone(), w);
+                    failed = true;
+                    if s.init {
+                        break;
+                    }
+                }
+            }
+        }
+        if failed {
+            Err(SyncFailed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Writes the kubelet-managed /etc/hosts for the pod (k/k `kubelet_pods.go`), returning its
+    /// path, or None for host-network pods and pods without an IP.
+    async fn write_etc_hosts(&self, pod: &Pod, pod_ip: &str) -> Option<String> {
+        if super::host_network(pod) || pod_ip.is_empty() {
+            return None;
+        }
+        let host = spec::sandbox_hostname(pod);
+        let mut content = String::from(
+            "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n",
+        );
+        content.push_str(&format!("{pod_ip}\t{host}\n"));
+        let aliases = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_aliases.clone())
+            .unwrap_or_default();
+        if !aliases.is_empty() {
+            content.push_str("\n# Entries added by HostAliases.\n");
+            for a in aliases {
+                content.push_str(&format!(
+                    "{}\t{}\n",
+                    a.ip,
+                    a.hostnames.unwrap_or_default().join("\t")
+                ));
+            }
+        }
+        let dir = crate::volume::pod_dir(&self.ctx.root_dir, super::uid(pod));
+        let path = dir.join("etc-hosts");
+        let r = async {
+            tokio::fs::create_dir_all(&dir).await?;
+            tokio::fs::write(&path, content).await?;
+            tokio::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+                .await
+        }
+        .await;
+        match r {
+            Ok(()) => Some(path.display().to_string()),
+            Err(e) => {
+                tracing::warn!(error = %e, "writing etc-hosts failed");
+                None
+            }
+        }
+    }
+
+    /// Ensures the image, then creates and starts one container, with the Go kubelet's events.
+    /// On failure returns the waiting reason and message for the container status.
+    #[allow(clippy::too_many_arguments)]
+    async fn start_container(
+        &mut self,
+        pod: &Pod,
+        name: &str,
+        attempt: u32,
+        sandbox_id: &str,
+        sandbox_config: &crate::cri::api::PodSandboxConfig,
+        pod_ip: &str,
+        volumes: &crate::volume::VolumePaths,
+        etc_hosts: Option<&str>,
+    ) -> Result<(), Waiting> {
+        let ctx = self.ctx.clone();
+        let c = spec::find_container(pod, name).ok_or_else(|| Waiting {
+            reason: "CreateContainerConfigError".into(),
+            message: format!("container {name:?} is not in the pod spec"),
+        })?;
+        let span = tracing::info_span!("container", container = %name);
+        async {
+            let image_ref = self.ensure_image(pod, c, sandbox_config).await?;
+            let mut mounts = match crate::volume::container_mounts(c, volumes, pod) {
+                Ok(m) => m,
+                Err(e) => {
+                    let msg = e.to_string();
+                    ctx.recorder.pod(
+                        pod,
+                        Some(name),
+                        true,
+                        reason::FAILED,
+                        format!("Error: {msg}"),
+                    );
+                    return Err(Waiting {
+                        reason: "CreateContainerConfigError".into(),
+                        message: msg,
+                    });
+                }
+            };
+            if let Some(h) = etc_hosts {
+                if !mounts.iter().any(|m| m.container_path == "/etc/hosts") {
+                    mounts.push(crate::cri::api::Mount {
+                        container_path: "/etc/hosts".into(),
+                        host_path: h.into(),
+                        ..Default::default()
+                    });
+                }
+            }
+            let inputs = spec::ContainerRuntimeInputs {
+                image_ref,
+                attempt,
+                pod_ip: pod_ip.into(),
+                host_ip: ctx.node_ips.first().cloned().unwrap_or_default(),
+                mounts,
+            };
+            let cfg = match spec::container_config(pod, name, &inputs) {
+                Ok(cfg) => cfg,
+                Err(e) => {
+                    let msg = e.to_string();
+                    ctx.recorder.pod(
+                        pod,
+                        Some(name),
+                        true,
+                        reason::FAILED,
+                        format!("Error: {msg}"),
+                    );
+                    return Err(Waiting {
+                        reason: "CreateContainerConfigError".into(),
+                        message: msg,
+                    });
+                }
+            };
+            let id = match ctx
+                .cri
+                .create_container(sandbox_id, cfg, sandbox_config.clone())
+                .await
+            {
+                Ok(id) => id,
+                Err(e) => {
+                    ctx.recorder.pod(
+                        pod,
+                        Some(name),
+                        true,
+                        reason::FAILED,
+                        format!("Error: {}", e.desc()),
+                    );
+                    return Err(Waiting {
+                        reason: "CreateContainerError".into(),
+                        message: e.desc(),
+                    });
+                }
+            };
+            ctx.recorder.pod(
+                pod,
+                Some(name),
+                false,
+                reason::CREATED,
+                "Container created".into(),
+            );
+            if let Err(e) = ctx.cri.start_container(&id).await {
+                ctx.recorder.pod(
+                    pod,
+                    Some(name),
+                    true,
+                    reason::FAILED,
+                    format!("Error: {}", e.desc()),
+                );
+                return Err(Waiting {
+                    reason: "RunContainerError".into(),
+                    message: e.desc(),
+                });
+            }
+            ctx.recorder.pod(
+                pod,
+                Some(name),
+                false,
+                reason::STARTED,
+                "Container started".into(),
+            );
+            // The legacy /var/log/containers symlink that log collectors read.
+            link_container_log(pod, name, &id, &ctx.pod_logs_dir, attempt).await;
+            tracing::info!(container.id = %id, attempt, "container started");
+            Ok(())
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The Go kubelet's `EnsureImageExists` (k/k `pkg/kubelet/images/image_manager.go`).
+    async fn ensure_image(
+        &mut self,
+        pod: &Pod,
+        c: &k8s_openapi::api::core::v1::Container,
+        sandbox_config: &crate::cri::api::PodSandboxConfig,
+    ) -> Result<String, Waiting> {
+        let ctx = self.ctx.clone();
+        let requested = c.image.clone().unwrap_or_default();
+        let name = c.name.as_str();
+        let image = match image::apply_default_tag(&requested) {
+            Ok(i) => i,
+            Err(e) => {
+                let msg = format!("Failed to apply default image tag {requested:?}: {e}");
+                ctx.recorder
+                    .pod(pod, Some(name), true, reason::INSPECT_FAILED, msg.clone());
+                ctx.recorder.pod(
+                    pod,
+                    Some(name),
+                    true,
+                    reason::FAILED,
+                    "Error: InvalidImageName".into(),
+                );
+                return Err(Waiting {
+                    reason: "InvalidImageName".into(),
+                    message: msg,
+                });
+            }
+        };
+        let policy = PullPolicy::from_spec(c.image_pull_policy.as_deref(), &requested);
+        let present = match ctx.cri.image_status(&image).await {
+            Ok(p) => p,
+            Err(e) => {
+                let msg = format!("Failed to inspect image {image:?}: {}", e.user_message());
+                ctx.recorder
+                    .pod(pod, Some(name), true, reason::INSPECT_FAILED, msg.clone());
+                return Err(Waiting {
+                    reason: "ImageInspectError".into(),
+                    message: msg,
+                });
+            }
+        };
+        match image::decide(policy, present.is_some()) {
+            PullDecision::UsePresent => {
+                ctx.recorder.pod(
+                    pod,
+                    Some(name),
+                    false,
+                    reason::PULLED,
+                    format!("Container image {requested:?} already present on machine"),
+                );
+                return Ok(present.map(|i| i.id).unwrap_or(image));
+            }
+            PullDecision::NeverPullMissing => {
+                let msg = format!(
+                    "Container image {requested:?} is not present with pull policy of Never"
+                );
+                ctx.recorder.pod(
+                    pod,
+                    Some(name),
+                    true,
+                    reason::ERR_IMAGE_NEVER_PULL,
+                    msg.clone(),
+                );
+                ctx.recorder.pod(
+                    pod,
+                    Some(name),
+                    true,
+                    reason::FAILED,
+                    "Error: ErrImageNeverPull".into(),
+                );
+                return Err(Waiting {
+                    reason: "ErrImageNeverPull".into(),
+                    message: msg,
+                });
+            }
+            PullDecision::Pull => {}
+        }
+        let key = format!("{}_{}", super::uid(pod), image);
+        let now = Timestamp::now();
+        if self.image_backoff.is_in_backoff_since_update(&key, now) {
+            let mut msg = format!("Back-off pulling image {image:?}");
+            ctx.recorder
+                .pod(pod, Some(name), false, reason::BACK_OFF, msg.clone());
+            ctx.recorder.pod(
+                pod,
+                Some(name),
+                true,
+                reason::FAILED,
+                "Error: ImagePullBackOff".into(),
+            );
+            if let Some(prev) = self
+                .waiting
+                .get(name)
+                .filter(|w| w.reason == "ErrImagePull" || w.reason == "ImagePullBackOff")
+            {
+                let prev_msg = prev
+                    .message
+                    .split_once(": ErrImagePull: ")
+                    .map(|(_, m)| m.to_string())
+                    .unwrap_or_else(|| prev.message.clone());
+                msg = format!("{msg}: ErrImagePull: {prev_msg}");
+            }
+            return Err(Waiting {
+                reason: "ImagePullBackOff".into(),
+                message: msg,
+            });
+        }
+        let waiting_started = Instant::now();
+        let _guard = ctx.pull_lock.lock().await;
+        ctx.recorder.pod(
+            pod,
+            Some(name),
+            false,
+            reason::PULLING,
+            format!("Pulling image {image:?}"),
+        );
+        let pull_started = Instant::now();
+        match ctx
+            .cri
+            .pull_image(&image, None, Some(sandbox_config.clone()))
+            .await
+        {
+            Ok(image_ref) => {
+                let pull = crate::time::truncate_ms(pull_started.elapsed());
+                let total = crate::time::truncate_ms(waiting_started.elapsed());
+                let size = ctx
+                    .cri
+                    .image_status(&image_ref)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|i| i.size)
+                    .unwrap_or(0);
+                ctx.recorder.pod(
+                    pod,
+                    Some(name),
+                    false,
+                    reason::PULLED,
+                    format!(
+                        "Successfully pulled image {image:?} in {} ({} including waiting). Image size: {size} bytes.",
+                        crate::time::go_duration(pull),
+                        crate::time::go_duration(total)
+                    ),
+                );
+                self.image_backoff.gc(Timestamp::now());
+                Ok(image_ref)
+            }
+            Err(e) => {
+                ctx.recorder.pod(
+                    pod,
+                    Some(name),
+                    true,
+                    reason::FAILED,
+                    format!("Failed to pull image {image:?}: {}", e.user_message()),
+                );
+                ctx.recorder.pod(
+                    pod,
+                    Some(name),
+                    true,
+                    reason::FAILED,
+                    "Error: ErrImagePull".into(),
+                );
+                self.image_backoff.next(&key, Timestamp::now());
+                Err(Waiting {
+                    reason: "ErrImagePull".into(),
+                    message: e.user_message(),
+                })
+            }
+        }
+    }
+
+    /// Stops all running containers (in parallel, each with the grace period, floored at 2 s)
+    /// and then every sandbox of the pod.
+    async fn kill_pod(&self, pod: &Pod, rt: &PodRuntimeStatus, grace: i64) {
+        let ctx = self.ctx.clone();
+        let stops = rt.running().map(|c| {
+            let ctx = ctx.clone();
+            let id = c.id.clone();
+            let name = c.name.clone();
+            async move {
+                ctx.recorder.pod(
+                    pod,
+                    Some(&name),
+                    false,
+                    reason::KILLING,
+                    format!("Stopping container {name}"),
+                );
+                if let Err(e) = ctx
+                    .cri
+                    .stop_container(&id, grace.max(MINIMUM_GRACE_PERIOD_SECONDS))
+                    .await
+                {
+                    if !e.is_not_found() {
+                        tracing::warn!(container = %name, error = %e, "stopping container failed");
+                    }
+                }
+            }
+        });
+        futures::future::join_all(stops).await;
+        for s in &rt.sandboxes {
+            if let Err(e) = ctx.cri.stop_pod_sandbox(&s.id).await {
+                if !e.is_not_found() {
+                    ctx.recorder.pod(
+                        pod,
+                        None,
+                        true,
+                        reason::FAILED_KILL_POD,
+                        format!("error killing pod: {}", e.user_message()),
+                    );
+                    tracing::warn!(sandbox = %s.id, error = %e, "stopping sandbox failed");
+                }
+            }
+        }
+    }
+
+    /// Terminates a deleted or removed pod: kill with the grace period, report the terminal
+    /// status, complete the deletion in the API server, then remove the sandbox, log and pod
+    /// directories.
+    async fn terminate(&mut self, update: PodUpdate, cancel: &CancellationToken) {
+        let ctx = self.ctx.clone();
+        let pod = update.pod;
+        let uid = super::uid(&pod).to_string();
+        let grace = if update.removed && pod.metadata.deletion_timestamp.is_none() {
+            // Vanished without a graceful delete (force delete, or deleted while we were down).
+            1
+        } else {
+            pod_grace_seconds(&pod)
+        };
+        tracing::info!(
+            grace_seconds = grace,
+            removed = update.removed,
+            "terminating pod"
+        );
+        let mut delay = Duration::from_secs(1);
+        loop {
+            match PodRuntimeStatus::observe(&ctx.cri, &uid).await {
+                Ok(rt) => {
+                    self.kill_pod(&pod, &rt, grace).await;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading runtime state for termination failed; retrying");
+                    tokio::select! { _ = cancel.cancelled() => return, _ = tokio::time::sleep(delay) => {} }
+                    delay = (delay * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+        if !update.removed {
+            // Report the terminal phase, then finish the deletion (status first, as the Go
+            // kubelet requires a terminal phase before the object is removed).
+            let latest = self.rx.borrow().pod.clone();
+            self.write_status(&latest, true).await;
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+            let dp = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            match api.delete(&name, &dp).await {
+                Ok(_) => tracing::info!("Pod fully terminated and removed from etcd"),
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => tracing::warn!(error = %e, "deleting pod object failed"),
+            }
+        }
+        self.cleanup(&pod).await;
+    }
+
+    /// Removes the pod's sandboxes (and with them its containers), log directory, pod directory
+    /// and back-off entries.
+    async fn cleanup(&mut self, pod: &Pod) {
+        let ctx = self.ctx.clone();
+        let uid = super::uid(pod).to_string();
+        if let Ok(sandboxes) = ctx.cri.list_pod_sandboxes(&[(labels::POD_UID, &uid)]).await {
+            for s in sandboxes {
+                let _ = ctx.cri.stop_pod_sandbox(&s.id).await;
+                if let Err(e) = ctx.cri.remove_pod_sandbox(&s.id).await {
+                    tracing::warn!(sandbox = %s.id, error = %e, "removing sandbox failed");
+                }
+            }
+        }
+        // Containers left without a sandbox.
+        if let Ok(cs) = ctx.cri.list_containers(&[(labels::POD_UID, &uid)]).await {
+            for c in cs {
+                let _ = ctx.cri.remove_container(&c.id).await;
+            }
+        }
+        if pod.metadata.name.is_some() && pod.metadata.namespace.is_some() {
+            let dir = spec::pod_log_dir(&ctx.pod_logs_dir, pod);
+            remove_container_log_links(pod, &ctx.pod_logs_dir).await;
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+        }
+        if let Err(e) = crate::volume::teardown(&ctx.root_dir, &uid).await {
+            tracing::warn!(error = %e, "tearing down pod volumes failed");
+        }
+        ctx.status.forget(&uid);
+        self.crash_backoff.forget_prefix("");
+        self.image_backoff.forget_prefix("");
+        tracing::info!("pod cleaned up");
+    }
+}
+
+/// The grace period for stopping a pod's containers: `metadata.deletionGracePeriodSeconds`,
+/// else `spec.terminationGracePeriodSeconds`, else 30 (k/k `kuberuntime_container.go` killContainer).
+pub fn pod_grace_seconds(pod: &Pod) -> i64 {
+    pod.metadata
+        .deletion_grace_period_seconds
+        .or_else(|| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+        })
+        .unwrap_or(spec::DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS)
+}
+
+/// `/var/log/containers/<pod>_<ns>_<container>-<id>.log` → the CRI log file, as the Go kubelet
+/// links it for log collectors.
+async fn link_container_log(
+    pod: &Pod,
+    container: &str,
+    id: &str,
+    pod_logs_dir: &str,
+    attempt: u32,
+) {
+    let Some(parent) = std::path::Path::new(pod_logs_dir).parent() else {
+        return;
+    };
+    let dir = parent.join("containers");
+    let link = dir.join(format!(
+        "{}_{}_{}-{}.log",
+        pod.metadata.name.as_deref().unwrap_or(""),
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        container,
+        id
+    ));
+    let target = format!(
+        "{}/{}/{}.log",
+        spec::pod_log_dir(pod_logs_dir, pod),
+        container,
+        attempt
+    );
+    let _ = tokio::fs::create_dir_all(&dir).await;
+    let _ = tokio::fs::symlink(target, link).await;
+}
+
+async fn remove_container_log_links(pod: &Pod, pod_logs_dir: &str) {
+    let Some(parent) = std::path::Path::new(pod_logs_dir).parent() else {
+        return;
+    };
+    let dir = parent.join("containers");
+    let prefix = format!(
+        "{}_{}_",
+        pod.metadata.name.as_deref().unwrap_or(""),
+        pod.metadata.namespace.as_deref().unwrap_or("")
+    );
+    let target_prefix = spec::pod_log_dir(pod_logs_dir, pod);
+    if let Ok(mut rd) = tokio::fs::read_dir(&dir).await {
+        while let Ok(Some(e)) = rd.next_entry().await {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with(&prefix) {
+                if let Ok(t) = tokio::fs::read_link(e.path()).await {
+                    if t.to_string_lossy().starts_with(&target_prefix) {
+                        let _ = tokio::fs::remove_file(e.path()).await;
+                    }
+                }
+            }
+        }
+    }
+}

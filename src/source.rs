@@ -1,0 +1,66 @@
+//! The pod source: a watch on the API server for the pods bound to this node
+//! (`spec.nodeName=<node>` field selector), as the Go kubelet's `config/apiserver.go`. kube's
+//! [`watcher`] re-lists on watch expiry (410 Gone) and retries with back-off across API server
+//! restarts; after each full list the set of listed pod UIDs is reported so pods deleted while
+//! the watch was down are noticed.
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Api;
+use std::collections::HashSet;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// What the source tells the pod workers.
+#[derive(Debug, Clone)]
+pub enum PodEvent {
+    /// A pod was added or changed.
+    Apply(Pod),
+    /// A pod object was deleted from the API server.
+    Delete(Pod),
+    /// A full list completed; these UIDs exist. Anything else is gone.
+    Synced(HashSet<String>),
+}
+
+/// Watches pods bound to `node_name` and sends [`PodEvent`]s until `cancel`.
+pub async fn run(
+    client: kube::Client,
+    node_name: String,
+    tx: mpsc::Sender<PodEvent>,
+    cancel: CancellationToken,
+) {
+    let api: Api<Pod> = Api::all(client);
+    let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
+    let stream = watcher::watcher(api, cfg).default_backoff();
+    futures::pin_mut!(stream);
+    let mut listing: HashSet<String> = HashSet::new();
+    loop {
+        let ev = tokio::select! {
+            _ = cancel.cancelled() => return,
+            ev = stream.next() => ev,
+        };
+        let Some(ev) = ev else { return };
+        let out = match ev {
+            Ok(Event::Init) => {
+                listing.clear();
+                continue;
+            }
+            Ok(Event::InitApply(p)) => {
+                listing.insert(crate::pod::uid(&p).to_string());
+                PodEvent::Apply(p)
+            }
+            Ok(Event::InitDone) => PodEvent::Synced(std::mem::take(&mut listing)),
+            Ok(Event::Apply(p)) => PodEvent::Apply(p),
+            Ok(Event::Delete(p)) => PodEvent::Delete(p),
+            Err(e) => {
+                tracing::warn!(error = %e, "pod watch error; retrying");
+                continue;
+            }
+        };
+        if tx.send(out).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,702 @@
+//! Pod volumes, set up before a pod's containers start and torn down when the pod is removed
+//! (the Go kubelet's `volumemanager` and `pkg/volume` plugins). Each volume lives under
+//! `<root-dir>/pods/<uid>/volumes/<plugin>/<name>` with the Go kubelet's plugin directory names
+//! (`kubernetes.io~empty-dir`, `kubernetes.io~projected`, ...).
+//!
+//! Kinds handled here: emptyDir (disk, or tmpfs for `medium: Memory`), configMap, secret (on
+//! tmpfs, never on disk), downwardAPI, projected (serviceAccountToken through the TokenRequest
+//! API bound to the pod, configMap, secret, downwardAPI) and hostPath. Files are written with
+//! the atomic-writer layout (a timestamped directory, the `..data` symlink swapped over it, and
+//! one symlink per top-level entry: k/k `pkg/volume/util/atomic_writer.go`). Paths that would
+//! escape the volume (absolute, or with a `..` element) are refused.
+
+pub mod writer;
+
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccount, Volume,
+};
+use kube::api::{Api, PostParams};
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use writer::Payload;
+
+/// Errors setting up or tearing down volumes. The message is what the pod shows
+/// (`FailedMount` event, `CreateContainerConfigError` for sub-paths).
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    /// A referenced object is missing and the reference is not optional.
+    #[error("{kind} {name:?} not found")]
+    NotFound {
+        /// `configmap`, `secret`.
+        kind: &'static str,
+        /// Object name.
+        name: String,
+    },
+    /// A key is missing from a configMap or secret and the reference is not optional.
+    #[error("configmap references non-existent config key: {key}")]
+    MissingKey {
+        /// The key.
+        key: String,
+    },
+    /// A path would escape the volume.
+    #[error("invalid path {path:?}: {why}")]
+    InvalidPath {
+        /// The path as written in the spec.
+        path: String,
+        /// Why it is refused.
+        why: &'static str,
+    },
+    /// An API call failed.
+    #[error("{op}: {source}")]
+    Api {
+        /// What was attempted.
+        op: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A filesystem or mount operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was attempted.
+        op: &'static str,
+        /// Path.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A volume kind deckhand does not handle yet.
+    #[error("volume {name:?}: unsupported volume type")]
+    Unsupported {
+        /// Volume name.
+        name: String,
+    },
+    /// A hostPath type check failed.
+    #[error("hostPath type check failed: {path} is not a {want}")]
+    HostPathType {
+        /// The host path.
+        path: String,
+        /// The expected type.
+        want: String,
+    },
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> VolumeError + 'a {
+    move |source| VolumeError::Io {
+        op,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Validates a relative path from a spec (`items[].path`, `subPath`): not absolute, no `..`
+/// element, not empty (k/k `pkg/apis/core/validation` validateLocalDescendingPath).
+pub fn validate_relative(path: &str) -> Result<(), VolumeError> {
+    if path.is_empty() {
+        return Err(VolumeError::InvalidPath {
+            path: path.into(),
+            why: "must not be empty",
+        });
+    }
+    let p = Path::new(path);
+    if p.is_absolute() {
+        return Err(VolumeError::InvalidPath {
+            path: path.into(),
+            why: "must be a relative path",
+        });
+    }
+    if p.components().any(|c| matches!(c, Component::ParentDir))
+        || path.split('/').any(|e| e == "..")
+    {
+        return Err(VolumeError::InvalidPath {
+            path: path.into(),
+            why: "must not contain '..'",
+        });
+    }
+    Ok(())
+}
+
+/// The pod's directory under the root dir.
+pub fn pod_dir(root_dir: &Path, uid: &str) -> PathBuf {
+    root_dir.join("pods").join(uid)
+}
+
+fn plugin_dir(v: &Volume) -> Option<&'static str> {
+    Some(if v.empty_dir.is_some() {
+        "kubernetes.io~empty-dir"
+    } else if v.config_map.is_some() {
+        "kubernetes.io~configmap"
+    } else if v.secret.is_some() {
+        "kubernetes.io~secret"
+    } else if v.projected.is_some() {
+        "kubernetes.io~projected"
+    } else if v.downward_api.is_some() {
+        "kubernetes.io~downward-api"
+    } else {
+        return None;
+    })
+}
+
+/// Where each volume of a pod is on the host, by volume name.
+pub type VolumePaths = BTreeMap<String, PathBuf>;
+
+/// Sets up the pod's volumes (idempotent: existing content is refreshed in place).
+///
+/// Errors: the first volume that cannot be set up; nothing is written outside the volume.
+pub async fn setup(
+    client: &kube::Client,
+    root_dir: &Path,
+    pod: &Pod,
+) -> Result<VolumePaths, VolumeError> {
+    let uid = crate::pod::uid(pod).to_string();
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let mut out = VolumePaths::new();
+    for v in pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        if let Some(hp) = &v.host_path {
+            out.insert(
+                v.name.clone(),
+                check_host_path(&hp.path, hp.type_.as_deref())?,
+            );
+            continue;
+        }
+        let plugin = plugin_dir(v).ok_or_else(|| VolumeError::Unsupported {
+            name: v.name.clone(),
+        })?;
+        validate_relative(&v.name)?;
+        let dir = pod_dir(root_dir, &uid)
+            .join("volumes")
+            .join(plugin)
+            .join(&v.name);
+        let tmpfs = v.secret.is_some()
+            || v.projected.is_some()
+            || v.empty_dir
+                .as_ref()
+                .is_some_and(|e| e.medium.as_deref() == Some("Memory"));
+        let size_limit = v
+            .empty_dir
+            .as_ref()
+            .and_then(|e| e.size_limit.as_ref())
+            .map(|q| q.0.clone());
+        prepare_dir(&dir, tmpfs, size_limit).await?;
+        let mut payload = Payload::new();
+        if v.empty_dir.is_some() {
+            out.insert(v.name.clone(), dir);
+            continue;
+        } else if let Some(cm) = &v.config_map {
+            let optional = cm.optional.unwrap_or(false);
+            let mode = cm.default_mode.unwrap_or(0o644);
+            if let Some(data) = get_config_map(client, &ns, &cm.name, optional).await? {
+                add_items(&mut payload, &data, cm.items.as_deref(), mode, optional)?;
+            }
+        } else if let Some(sec) = &v.secret {
+            let name = sec.secret_name.clone().unwrap_or_default();
+            let optional = sec.optional.unwrap_or(false);
+            let mode = sec.default_mode.unwrap_or(0o644);
+            if let Some(data) = get_secret(client, &ns, &name, optional).await? {
+                add_items(&mut payload, &data, sec.items.as_deref(), mode, optional)?;
+            }
+        } else if let Some(d) = &v.downward_api {
+            add_downward(
+                &mut payload,
+                pod,
+                d.items.as_deref().unwrap_or(&[]),
+                d.default_mode.unwrap_or(0o644),
+            )?;
+        } else if let Some(p) = &v.projected {
+            let mode = p.default_mode.unwrap_or(0o644);
+            for src in p.sources.iter().flatten() {
+                if let Some(t) = &src.service_account_token {
+                    validate_relative(&t.path)?;
+                    let token =
+                        request_token(client, pod, t.audience.clone(), t.expiration_seconds)
+                            .await?;
+                    // The Go kubelet writes the token 0600 when an fsUser applies, else defaultMode.
+                    payload.insert(t.path.clone(), (token.into_bytes(), mode));
+                }
+                if let Some(cm) = &src.config_map {
+                    let optional = cm.optional.unwrap_or(false);
+                    if let Some(data) = get_config_map(client, &ns, &cm.name, optional).await? {
+                        add_items(&mut payload, &data, cm.items.as_deref(), mode, optional)?;
+                    }
+                }
+                if let Some(sec) = &src.secret {
+                    let optional = sec.optional.unwrap_or(false);
+                    if let Some(data) = get_secret(client, &ns, &sec.name, optional).await? {
+                        add_items(&mut payload, &data, sec.items.as_deref(), mode, optional)?;
+                    }
+                }
+                if let Some(d) = &src.downward_api {
+                    add_downward(&mut payload, pod, d.items.as_deref().unwrap_or(&[]), mode)?;
+                }
+            }
+        }
+        let d = dir.clone();
+        tokio::task::spawn_blocking(move || writer::write(&d, &payload))
+            .await
+            .map_err(|e| VolumeError::Io {
+                op: "write volume",
+                path: dir.display().to_string(),
+                source: std::io::Error::other(e),
+            })??;
+        out.insert(v.name.clone(), dir);
+    }
+    Ok(out)
+}
+
+fn check_host_path(path: &str, type_: Option<&str>) -> Result<PathBuf, VolumeError> {
+    let p = PathBuf::from(path);
+    if !p.is_absolute() {
+        return Err(VolumeError::InvalidPath {
+            path: path.into(),
+            why: "hostPath must be absolute",
+        });
+    }
+    let meta = std::fs::metadata(&p).ok();
+    let fail = |want: &str| VolumeError::HostPathType {
+        path: path.into(),
+        want: want.into(),
+    };
+    match type_.unwrap_or("") {
+        "" => {}
+        "DirectoryOrCreate" => {
+            if meta.is_none() {
+                std::fs::create_dir_all(&p).map_err(io_err("create hostPath directory", &p))?;
+                let _ = std::fs::set_permissions(
+                    &p,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                );
+            } else if !meta.unwrap().is_dir() {
+                return Err(fail("directory"));
+            }
+        }
+        "Directory" => {
+            if !meta.is_some_and(|m| m.is_dir()) {
+                return Err(fail("directory"));
+            }
+        }
+        "FileOrCreate" => {
+            if meta.is_none() {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&p)
+                    .map_err(io_err("create hostPath file", &p))?;
+            } else if !meta.unwrap().is_file() {
+                return Err(fail("file"));
+            }
+        }
+        "File" => {
+            if !meta.is_some_and(|m| m.is_file()) {
+                return Err(fail("file"));
+            }
+        }
+        "Socket" | "CharDevice" | "BlockDevice" => {
+            use std::os::unix::fs::FileTypeExt;
+            let ok = meta.is_some_and(|m| match type_.unwrap() {
+                "Socket" => m.file_type().is_socket(),
+                "CharDevice" => m.file_type().is_char_device(),
+                _ => m.file_type().is_block_device(),
+            });
+            if !ok {
+                return Err(fail(&type_.unwrap().to_lowercase()));
+            }
+        }
+        other => {
+            return Err(VolumeError::HostPathType {
+                path: path.into(),
+                want: format!("known type (got {other:?})"),
+            })
+        }
+    }
+    Ok(p)
+}
+
+async fn prepare_dir(
+    dir: &Path,
+    tmpfs: bool,
+    size_limit: Option<String>,
+) -> Result<(), VolumeError> {
+    let d = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&d).map_err(io_err("create volume directory", &d))?;
+        if tmpfs && !is_mount_point(&d) {
+            let mut opts = String::new();
+            if let Some(l) = size_limit.and_then(|q| crate::quantity::parse_value(&q).ok()) {
+                opts = format!("size={l}");
+            }
+            nix::mount::mount(
+                Some("tmpfs"),
+                &d,
+                Some("tmpfs"),
+                nix::mount::MsFlags::empty(),
+                (!opts.is_empty()).then_some(opts.as_str()),
+            )
+            .map_err(|e| VolumeError::Io {
+                op: "mount tmpfs",
+                path: d.display().to_string(),
+                source: e.into(),
+            })?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| VolumeError::Io {
+        op: "prepare volume",
+        path: dir.display().to_string(),
+        source: std::io::Error::other(e),
+    })?
+}
+
+/// True when `dir` is a mount point (its device differs from its parent's).
+pub fn is_mount_point(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(a), Some(Ok(b))) = (std::fs::metadata(dir), dir.parent().map(std::fs::metadata)) else {
+        return false;
+    };
+    a.dev() != b.dev()
+}
+
+/// Unmounts every mount under the pod's directory and removes it.
+pub async fn teardown(root_dir: &Path, uid: &str) -> Result<(), VolumeError> {
+    let dir = pod_dir(root_dir, uid);
+    tokio::task::spawn_blocking(move || {
+        if !dir.exists() {
+            return Ok(());
+        }
+        let prefix = format!("{}/", dir.display());
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let mut points: Vec<String> = mounts
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .map(|p| p.replace("\\040", " "))
+            .filter(|p| p.starts_with(&prefix))
+            .collect();
+        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for p in points {
+            nix::mount::umount2(p.as_str(), nix::mount::MntFlags::MNT_DETACH).map_err(|e| {
+                VolumeError::Io {
+                    op: "unmount",
+                    path: p.clone(),
+                    source: e.into(),
+                }
+            })?;
+        }
+        // Never follow symlinks out of the pod directory while removing it.
+        std::fs::remove_dir_all(&dir).map_err(io_err("remove pod directory", &dir))
+    })
+    .await
+    .map_err(|e| VolumeError::Io {
+        op: "teardown",
+        path: uid.into(),
+        source: std::io::Error::other(e),
+    })?
+}
+
+async fn get_config_map(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    optional: bool,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, VolumeError> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    match api.get_opt(name).await {
+        Ok(Some(cm)) => {
+            let mut m: BTreeMap<String, Vec<u8>> = cm
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.into_bytes()))
+                .collect();
+            m.extend(
+                cm.binary_data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0)),
+            );
+            Ok(Some(m))
+        }
+        Ok(None) if optional => Ok(None),
+        Ok(None) => Err(VolumeError::NotFound {
+            kind: "configmap",
+            name: name.into(),
+        }),
+        Err(source) => Err(VolumeError::Api {
+            op: format!("get configmap {ns}/{name}"),
+            source,
+        }),
+    }
+}
+
+async fn get_secret(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    optional: bool,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, VolumeError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    match api.get_opt(name).await {
+        Ok(Some(s)) => Ok(Some(
+            s.data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect(),
+        )),
+        Ok(None) if optional => Ok(None),
+        Ok(None) => Err(VolumeError::NotFound {
+            kind: "secret",
+            name: name.into(),
+        }),
+        Err(source) => Err(VolumeError::Api {
+            op: format!("get secret {ns}/{name}"),
+            source,
+        }),
+    }
+}
+
+fn add_items(
+    payload: &mut Payload,
+    data: &BTreeMap<String, Vec<u8>>,
+    items: Option<&[KeyToPath]>,
+    default_mode: i32,
+    optional: bool,
+) -> Result<(), VolumeError> {
+    match items {
+        None => {
+            for (k, v) in data {
+                validate_relative(k)?;
+                payload.insert(k.clone(), (v.clone(), default_mode));
+            }
+        }
+        Some(items) => {
+            for it in items {
+                validate_relative(&it.path)?;
+                match data.get(&it.key) {
+                    Some(v) => {
+                        payload.insert(
+                            it.path.clone(),
+                            (v.clone(), it.mode.unwrap_or(default_mode)),
+                        );
+                    }
+                    None if optional => {}
+                    None => {
+                        return Err(VolumeError::MissingKey {
+                            key: it.key.clone(),
+                        })
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn add_downward(
+    payload: &mut Payload,
+    pod: &Pod,
+    items: &[DownwardAPIVolumeFile],
+    mode: i32,
+) -> Result<(), VolumeError> {
+    for it in items {
+        validate_relative(&it.path)?;
+        let value = if let Some(f) = &it.field_ref {
+            match f.field_path.as_str() {
+                "metadata.labels" => format_map(pod.metadata.labels.as_ref()),
+                "metadata.annotations" => format_map(pod.metadata.annotations.as_ref()),
+                p => crate::pod::spec::field_value(pod, p, "", "").unwrap_or_default(),
+            }
+        } else if let Some(r) = &it.resource_field_ref {
+            resource_field(
+                pod,
+                r.container_name.as_deref(),
+                &r.resource,
+                r.divisor.as_ref().map(|d| d.0.as_str()),
+            )
+        } else {
+            String::new()
+        };
+        payload.insert(
+            it.path.clone(),
+            (value.into_bytes(), it.mode.unwrap_or(mode)),
+        );
+    }
+    Ok(())
+}
+
+/// `key="value"` lines sorted by key, as the downward API writes labels and annotations.
+fn format_map(m: Option<&BTreeMap<String, String>>) -> String {
+    m.map(|m| {
+        m.iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+    .unwrap_or_default()
+}
+
+/// A container's resource value for the downward API, divided by `divisor` and rounded up
+/// (k/k `pkg/api/v1/resource` ExtractContainerResourceValue).
+pub fn resource_field(
+    pod: &Pod,
+    container: Option<&str>,
+    resource: &str,
+    divisor: Option<&str>,
+) -> String {
+    let c: Option<&Container> = container.and_then(|n| crate::pod::spec::find_container(pod, n));
+    let (kind, name) = resource.split_once('.').unwrap_or(("", resource));
+    let q = c
+        .and_then(|c| c.resources.as_ref())
+        .and_then(|r| {
+            if kind == "limits" {
+                r.limits.as_ref()
+            } else {
+                r.requests.as_ref()
+            }
+        })
+        .and_then(|m| m.get(name))
+        .and_then(|q| crate::quantity::parse_milli(&q.0).ok());
+    let div = divisor
+        .and_then(|d| crate::quantity::parse_milli(d).ok())
+        .filter(|d| *d > 0)
+        .unwrap_or(1000);
+    match q {
+        Some(v) => ((v + div - 1) / div).to_string(),
+        None => "0".into(),
+    }
+}
+
+async fn request_token(
+    client: &kube::Client,
+    pod: &Pod,
+    audience: Option<String>,
+    expiration: Option<i64>,
+) -> Result<String, VolumeError> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let sa = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .unwrap_or_else(|| "default".into());
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    let req = TokenRequest {
+        metadata: Default::default(),
+        spec: Some(TokenRequestSpec {
+            audiences: audience.filter(|a| !a.is_empty()).map(|a| vec![a]),
+            expiration_seconds: Some(expiration.unwrap_or(3607)),
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+            }),
+        }),
+        status: None,
+    };
+    let out: TokenRequest = api
+        .create_subresource("token", &sa, &PostParams::default(), &req)
+        .await
+        .map_err(|source| VolumeError::Api {
+            op: format!("request token for service account {ns}/{sa}"),
+            source,
+        })?;
+    Ok(out.status.and_then(|s| s.token).unwrap_or_default())
+}
+
+/// Resolves a container's volume mounts to CRI mounts. `subPath` must stay inside its volume:
+/// it is validated, created when missing, and resolved without following a symlink out of the
+/// volume.
+///
+/// Errors: an unknown volume, or a sub-path that escapes (`CreateContainerConfigError`).
+pub fn container_mounts(
+    c: &Container,
+    volumes: &VolumePaths,
+    pod: &Pod,
+) -> Result<Vec<crate::cri::api::Mount>, VolumeError> {
+    let mut out = vec![];
+    for m in c.volume_mounts.iter().flatten() {
+        let base = volumes
+            .get(&m.name)
+            .ok_or_else(|| VolumeError::InvalidPath {
+                path: m.name.clone(),
+                why: "volume mount refers to a volume that is not in the pod",
+            })?;
+        let sub = match (&m.sub_path, &m.sub_path_expr) {
+            (Some(s), _) if !s.is_empty() => Some(s.clone()),
+            (_, Some(e)) if !e.is_empty() => {
+                let env = crate::pod::spec::container_env(pod, c, "", "").unwrap_or_default();
+                Some(crate::pod::spec::expand(e, &env))
+            }
+            _ => None,
+        };
+        let host_path = match sub {
+            Some(s) => {
+                validate_relative(&s)?;
+                let p = base.join(&s);
+                if !p.exists() {
+                    std::fs::create_dir_all(&p).map_err(io_err("create subPath", &p))?;
+                }
+                let real = p.canonicalize().map_err(io_err("resolve subPath", &p))?;
+                let real_base = base
+                    .canonicalize()
+                    .map_err(io_err("resolve volume", base))?;
+                if !real.starts_with(&real_base) {
+                    return Err(VolumeError::InvalidPath {
+                        path: s,
+                        why: "subPath resolves outside the volume",
+                    });
+                }
+                real
+            }
+            None => base.clone(),
+        };
+        out.push(crate::cri::api::Mount {
+            container_path: m.mount_path.clone(),
+            host_path: host_path.display().to_string(),
+            readonly: m.read_only.unwrap_or(false),
+            ..Default::default()
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_that_escape_are_refused() {
+        for bad in ["..", "../x", "a/../../b", "/etc/passwd", "", "a/.."] {
+            assert!(validate_relative(bad).is_err(), "{bad:?}");
+        }
+        for good in ["a", "a/b", "..data-not", "x..y"] {
+            assert!(validate_relative(good).is_ok(), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn missing_required_key_is_an_error_and_optional_is_skipped() {
+        let data: BTreeMap<String, Vec<u8>> = [("a".to_string(), b"1".to_vec())].into();
+        let items = vec![KeyToPath {
+            key: "b".into(),
+            path: "b".into(),
+            mode: None,
+        }];
+        let mut p = Payload::new();
+        assert!(add_items(&mut p, &data, Some(&items), 0o644, false).is_err());
+        assert!(add_items(&mut p, &data, Some(&items), 0o644, true).is_ok());
+        let bad = vec![KeyToPath {
+            key: "a".into(),
+            path: "../x".into(),
+            mode: None,
+        }];
+        assert!(add_items(&mut p, &data, Some(&bad), 0o644, false).is_err());
+    }
+}

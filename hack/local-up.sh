@@ -792,8 +792,25 @@ node_ready() {
         -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
 
+# deckhand processes this script did not start (e.g. one a developer runs by hand)
+foreign_deckhand_pids() {
+  local p a0 ours; ours=$(pid_of deckhand)
+  for p in /proc/[0-9]*; do
+    a0=$(tr '\0' '\n' 2>/dev/null < "$p/cmdline" | head -1) || continue
+    [ "$(basename -- "${a0:-x}")" = deckhand ] || continue
+    [ "${p#/proc/}" = "$ours" ] && continue
+    proc_alive "${p#/proc/}" && echo "${p#/proc/}"
+  done
+  return 0
+}
+
 start_deckhand() {
   local argv=()
+  local foreign; foreign=$(foreign_deckhand_pids | tr '\n' ' ')
+  if [ -n "$foreign" ] && [ -z "$(pid_of deckhand)" ]; then
+    warn "a deckhand not started by local-up is running (pid ${foreign% }); not starting a second kubelet for node $NODE_NAME"
+    return 0
+  fi
   mapfile -d '' argv < <(deckhand_argv)
   mkdir -p "$DECKHAND_ROOT_DIR"
   if running_as deckhand "${argv[@]}"; then
@@ -1016,6 +1033,8 @@ cmd_down() {
   [ "${1:-}" = "--purge" ] && purge=1
   log "down: stopping deckhand"
   stop_deckhand
+  local foreign; foreign=$(foreign_deckhand_pids | tr '\n' ' ')
+  [ -z "$foreign" ] || warn "a deckhand not started by local-up is still running (pid ${foreign% }); stop it yourself"
   # the CRI cleanup needs containerd; start it briefly if pods outlived it
   if ! containerd_answers && [ -f "$CONTAINERD_CONFIG" ] &&
      [ -n "$(ls -A "$CONTAINERD_STATE/io.containerd.runtime.v2.task/k8s.io" 2>/dev/null)" ]; then

@@ -146,6 +146,7 @@ start_daemon() {
   printf '%s\0' "$@" > "$PIDS/$name.cmd"
   (
     cd "$STATE"
+    exec 8>&-   # the harness lock (see take_lock) must not live on in the daemon
     exec env ${envs[@]+"${envs[@]}"} setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
   ) &
   local pid=$!
@@ -827,7 +828,8 @@ start_deckhand() {
   fi
   if [ -z "$(pid_of deckhand)" ]; then
     log "deckhand: starting (log $DECKHAND_LOG)"
-    start_daemon deckhand RUST_LOG="${RUST_LOG:-info}" -- "${argv[@]}"
+    # NO_COLOR: plain log lines (tracing-subscriber colours its output by default)
+    start_daemon deckhand RUST_LOG="${RUST_LOG:-info}" NO_COLOR="${NO_COLOR:-1}" -- "${argv[@]}"
     sleep 1
     if ! proc_alive "$(cat "$DECKHAND_PIDFILE")"; then
       if [ "$DECKHAND_WAIT_NODE" = 0 ]; then
@@ -1140,14 +1142,24 @@ cmd_restart_deckhand() {
   start_deckhand
 }
 
+# one harness run at a time: tests may call restart-deckhand while someone else runs up or down
+take_lock() {
+  mkdir -p "$STATE"
+  exec 8>"$STATE/.lock"
+  if ! flock -n 8; then
+    log "waiting for another hack/local-up.sh run to finish"
+    flock -w 900 8 || die "another hack/local-up.sh run holds $STATE/.lock for more than 15 minutes"
+  fi
+}
+
 main() {
   local cmd=${1:-up}
   [ $# -gt 0 ] && shift
   case "$cmd" in
-    up) cmd_up "$@" ;;
-    down) cmd_down "$@" ;;
+    up) take_lock; cmd_up "$@" ;;
+    down) take_lock; cmd_down "$@" ;;
     status) cmd_status ;;
-    restart-deckhand) cmd_restart_deckhand ;;
+    restart-deckhand) take_lock; cmd_restart_deckhand ;;
     -h|--help|help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' ;;
     *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand)" ;;
   esac

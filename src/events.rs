@@ -1,11 +1,20 @@
-//! Events about pods and the node, as `kubectl describe` shows them. Reasons and message formats
-//! are the Go kubelet's (k/k `pkg/kubelet/events/event.go` and the call sites); delivery goes
-//! through kube's [`Recorder`] (events.k8s.io/v1, with series for repeats) from a background
-//! task, so a slow API server never stalls a pod worker (the Go kubelet's broadcaster drops
-//! events under pressure the same way).
+//! Events about pods and the node, as `kubectl describe` and `kubectl get events` show them.
+//! Reasons and message formats are the Go kubelet's (k/k `pkg/kubelet/events/event.go` and the
+//! call sites). Events are core/v1 Events with `source.component: kubelet`, aggregated the way
+//! client-go's event correlator does: a repeat of the same (object, type, reason, message)
+//! bumps `count` and `lastTimestamp` on the existing Event instead of creating a new one.
+//!
+//! Why not kube's `runtime::events::Recorder`: it keys repeats on (object, reason, action) and
+//! not on the message, so "Failed to pull image …" and "Error: ImagePullBackOff" (both reason
+//! `Failed`) would be merged into one series showing only the first message — not what a user
+//! of the Go kubelet sees. Delivery runs in a background task, so a slow API server never
+//! stalls a pod worker (the Go kubelet's broadcaster drops events under pressure the same way).
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use std::collections::HashMap;
 use tokio::sync::mpsc;
 
 /// Event reasons the kubelet emits (k/k `pkg/kubelet/events/event.go`).
@@ -51,8 +60,24 @@ pub mod reason {
 }
 
 struct Pending {
-    event: Event,
+    warning: bool,
+    reason: String,
+    message: String,
     reference: ObjectReference,
+}
+
+/// How long an aggregated event keeps collecting repeats (client-go's correlator window, 10 min).
+const AGGREGATION_WINDOW_SECONDS: i64 = 600;
+/// How many distinct events are remembered for aggregation.
+const MAX_REMEMBERED: usize = 4096;
+
+#[derive(Clone)]
+struct Seen {
+    name: String,
+    namespace: String,
+    count: i32,
+    first: Timestamp,
+    last: Timestamp,
 }
 
 /// A cheap, cloneable handle that queues events for the background publisher.
@@ -61,22 +86,115 @@ pub struct EventRecorder {
     tx: mpsc::Sender<Pending>,
 }
 
-impl EventRecorder {
-    /// Starts the publisher task for reporting instance `node_name` (reporting controller
-    /// `kubelet`, as the Go kubelet reports itself). At most 1000 events wait; beyond that new
-    /// events are dropped with a log line.
-    pub fn start(client: kube::Client, node_name: &str) -> Self {
-        let reporter = Reporter {
-            controller: "kubelet".into(),
-            instance: Some(node_name.to_string()),
+struct Publisher {
+    client: kube::Client,
+    node_name: String,
+    seen: HashMap<String, Seen>,
+}
+
+impl Publisher {
+    async fn publish(&mut self, p: Pending) {
+        let now = Timestamp::now();
+        let key = format!(
+            "{}/{}/{}/{}/{}/{}/{}",
+            p.reference.namespace.as_deref().unwrap_or(""),
+            p.reference.name.as_deref().unwrap_or(""),
+            p.reference.uid.as_deref().unwrap_or(""),
+            p.reference.field_path.as_deref().unwrap_or(""),
+            p.warning,
+            p.reason,
+            p.message
+        );
+        if self.seen.len() >= MAX_REMEMBERED {
+            self.seen
+                .retain(|_, s| now.as_second() - s.last.as_second() < AGGREGATION_WINDOW_SECONDS);
+            if self.seen.len() >= MAX_REMEMBERED {
+                self.seen.clear();
+            }
+        }
+        if let Some(s) = self
+            .seen
+            .get_mut(&key)
+            .filter(|s| now.as_second() - s.first.as_second() < AGGREGATION_WINDOW_SECONDS)
+        {
+            s.count += 1;
+            s.last = now;
+            let api: Api<Event> = Api::namespaced(self.client.clone(), &s.namespace);
+            let patch = serde_json::json!({ "count": s.count, "lastTimestamp": Time(crate::time::truncate(now).0) });
+            match api
+                .patch(&s.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return,
+                Err(e) => tracing::debug!(error = %e, "event update failed; creating a new event"),
+            }
+        }
+        let namespace = p
+            .reference
+            .namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".into());
+        let name = format!(
+            "{}.{:x}",
+            p.reference.name.as_deref().unwrap_or("deckhand"),
+            now.as_nanosecond()
+        );
+        let ts = crate::time::truncate(now);
+        let ev = Event {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            involved_object: p.reference,
+            reason: Some(p.reason.clone()),
+            message: Some(p.message),
+            type_: Some(if p.warning { "Warning" } else { "Normal" }.into()),
+            source: Some(EventSource {
+                component: Some("kubelet".into()),
+                host: Some(self.node_name.clone()),
+            }),
+            first_timestamp: Some(ts.clone()),
+            last_timestamp: Some(ts),
+            count: Some(1),
+            reporting_component: Some("kubelet".into()),
+            reporting_instance: Some(self.node_name.clone()),
+            ..Default::default()
         };
-        let recorder = Recorder::new(client, reporter);
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        match api.create(&PostParams::default(), &ev).await {
+            Ok(_) => {
+                self.seen.insert(
+                    key,
+                    Seen {
+                        name,
+                        namespace,
+                        count: 1,
+                        first: now,
+                        last: now,
+                    },
+                );
+            }
+            Err(e) => tracing::debug!(reason = %p.reason, error = %e, "event not recorded"),
+        }
+    }
+}
+
+impl EventRecorder {
+    /// Starts the publisher task for node `node_name` (events carry `source: {component:
+    /// kubelet, host: <node>}`, as the Go kubelet's). At most 1000 events wait; beyond that new
+    /// events are dropped with a debug log line.
+    pub fn start(client: kube::Client, node_name: &str) -> Self {
         let (tx, mut rx) = mpsc::channel::<Pending>(1000);
+        let mut publisher = Publisher {
+            client,
+            node_name: node_name.to_string(),
+            seen: HashMap::new(),
+        };
         tokio::spawn(async move {
             while let Some(p) = rx.recv().await {
-                if let Err(e) = recorder.publish(&p.event, &p.reference).await {
-                    tracing::debug!(reason = %p.event.reason, error = %e, "event not recorded");
-                }
+                publisher.publish(p).await;
             }
         });
         Self { tx }
@@ -89,18 +207,13 @@ impl EventRecorder {
     }
 
     fn send(&self, warning: bool, reason: &str, message: String, reference: ObjectReference) {
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
+        let p = Pending {
+            warning,
             reason: reason.to_string(),
-            note: Some(truncate(message, 1024)),
-            action: reason.to_string(),
-            secondary: None,
+            message: truncate(message, 1024),
+            reference,
         };
-        if self.tx.try_send(Pending { event, reference }).is_err() {
+        if self.tx.try_send(p).is_err() {
             tracing::debug!(reason, "event queue full or closed; event dropped");
         }
     }
@@ -118,14 +231,13 @@ impl EventRecorder {
         self.send(warning, reason, message, pod_reference(pod, container));
     }
 
-    /// Records an event about the node.
+    /// Records an event about the node (involvedObject kind Node, uid = node name, as the Go
+    /// kubelet's node reference).
     pub fn node(&self, node_name: &str, warning: bool, reason: &str, message: String) {
         let reference = ObjectReference {
             kind: Some("Node".into()),
-            api_version: Some("v1".into()),
             name: Some(node_name.into()),
             uid: Some(node_name.into()),
-            namespace: Some("default".into()),
             ..Default::default()
         };
         self.send(warning, reason, message, reference);

@@ -41,6 +41,10 @@ pub mod reason {
     pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
     /// Normal: the sandbox changed and the pod will be re-created.
     pub const SANDBOX_CHANGED: &str = "SandboxChanged";
+    /// Warning: a postStart hook failed.
+    pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
+    /// Warning: a preStop hook failed.
+    pub const FAILED_PRE_STOP_HOOK: &str = "FailedPreStopHook";
     /// Warning: killing the pod failed.
     pub const FAILED_KILL_POD: &str = "FailedKillPod";
     /// Warning: a volume could not be set up.

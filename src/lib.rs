@@ -24,6 +24,7 @@ pub mod image;
 pub mod node;
 pub mod pleg;
 pub mod pod;
+pub mod prober;
 pub mod quantity;
 pub mod source;
 pub mod status;

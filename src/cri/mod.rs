@@ -199,14 +199,22 @@ impl std::fmt::Debug for CriClient {
     }
 }
 
+/// Observer of every CRI call: (CRI method, duration, failed). Set once by whoever exports
+/// runtime-operation metrics (the kubelet server's `/metrics`); unset, calls are not observed.
+pub static CALL_OBSERVER: std::sync::OnceLock<fn(&'static str, Duration, bool)> =
+    std::sync::OnceLock::new();
+
 macro_rules! call {
     ($self:ident, $svc:ident, $method:ident, $op:literal, $id:expr, $req:expr, $timeout:expr) => {{
         let mut req = tonic::Request::new($req);
         req.set_timeout($timeout);
         let mut c = $self.$svc.clone();
-        c.$method(req)
-            .await
-            .map(|r| r.into_inner())
+        let started = std::time::Instant::now();
+        let r = c.$method(req).await;
+        if let Some(observe) = CALL_OBSERVER.get() {
+            observe($op, started.elapsed(), r.is_err());
+        }
+        r.map(|r| r.into_inner())
             .map_err(|s| CriError::from_status($op, $id, s))
     }};
 }
@@ -477,6 +485,30 @@ impl CriClient {
         })
     }
 
+    /// `ExecSync`: runs `cmd` in container `id`, waiting at most `timeout` seconds (0 = no
+    /// limit). A non-zero exit code is not an error; a timeout is [`CriError::DeadlineExceeded`].
+    pub async fn exec_sync(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        timeout_secs: i64,
+    ) -> Result<api::ExecSyncResponse> {
+        let deadline = Duration::from_secs(timeout_secs.max(0) as u64 + 10);
+        call!(
+            self,
+            runtime,
+            exec_sync,
+            "ExecSync",
+            id,
+            api::ExecSyncRequest {
+                container_id: id.into(),
+                cmd,
+                timeout: timeout_secs
+            },
+            deadline
+        )
+    }
+
     /// `ImageStatus`: `None` when the image is not present (CRI answers OK with an empty image).
     pub async fn image_status(&self, image: &str) -> Result<Option<api::Image>> {
         let r: api::ImageStatusResponse = call!(
@@ -548,5 +580,131 @@ impl CriClient {
             api::ImageFsInfoRequest {},
             self.timeout
         )
+    }
+
+    /// `Exec` (streaming): returns the URL of the runtime's streaming server that serves this
+    /// exec session (containerd: `http://127.0.0.1:<port>/exec/<token>`).
+    pub async fn exec(&self, req: api::ExecRequest) -> Result<String> {
+        let id = req.container_id.clone();
+        let r: api::ExecResponse = call!(
+            self,
+            runtime,
+            exec,
+            "Exec",
+            id,
+            req,
+            Duration::from_secs(30)
+        )?;
+        Ok(r.url)
+    }
+
+    /// `Attach` (streaming): returns the streaming server URL for the attach session.
+    pub async fn attach(&self, req: api::AttachRequest) -> Result<String> {
+        let id = req.container_id.clone();
+        let r: api::AttachResponse = call!(
+            self,
+            runtime,
+            attach,
+            "Attach",
+            id,
+            req,
+            Duration::from_secs(30)
+        )?;
+        Ok(r.url)
+    }
+
+    /// `PortForward` (streaming): returns the streaming server URL for forwarding into sandbox
+    /// `sandbox_id` (`ports` may be empty: SPDY clients name ports per stream).
+    pub async fn port_forward(&self, sandbox_id: &str, ports: Vec<i32>) -> Result<String> {
+        let r: api::PortForwardResponse = call!(
+            self,
+            runtime,
+            port_forward,
+            "PortForward",
+            sandbox_id,
+            api::PortForwardRequest {
+                pod_sandbox_id: sandbox_id.into(),
+                port: ports
+            },
+            Duration::from_secs(30)
+        )?;
+        Ok(r.url)
+    }
+
+    /// `ContainerStats` of one container.
+    pub async fn container_stats(&self, id: &str) -> Result<Option<api::ContainerStats>> {
+        let r: api::ContainerStatsResponse = call!(
+            self,
+            runtime,
+            container_stats,
+            "ContainerStats",
+            id,
+            api::ContainerStatsRequest {
+                container_id: id.into()
+            },
+            Duration::from_secs(30)
+        )?;
+        Ok(r.stats)
+    }
+
+    /// `ListContainerStats` of every container.
+    pub async fn list_container_stats(&self) -> Result<Vec<api::ContainerStats>> {
+        let r: api::ListContainerStatsResponse = call!(
+            self,
+            runtime,
+            list_container_stats,
+            "ListContainerStats",
+            "",
+            api::ListContainerStatsRequest { filter: None },
+            Duration::from_secs(30)
+        )?;
+        Ok(r.stats)
+    }
+
+    /// `PodSandboxStats` of one sandbox (pod-level CPU, memory, network).
+    pub async fn pod_sandbox_stats(&self, id: &str) -> Result<Option<api::PodSandboxStats>> {
+        let r: api::PodSandboxStatsResponse = call!(
+            self,
+            runtime,
+            pod_sandbox_stats,
+            "PodSandboxStats",
+            id,
+            api::PodSandboxStatsRequest {
+                pod_sandbox_id: id.into()
+            },
+            Duration::from_secs(30)
+        )?;
+        Ok(r.stats)
+    }
+
+    /// `ListPodSandboxStats` of every sandbox.
+    pub async fn list_pod_sandbox_stats(&self) -> Result<Vec<api::PodSandboxStats>> {
+        let r: api::ListPodSandboxStatsResponse = call!(
+            self,
+            runtime,
+            list_pod_sandbox_stats,
+            "ListPodSandboxStats",
+            "",
+            api::ListPodSandboxStatsRequest { filter: None },
+            Duration::from_secs(30)
+        )?;
+        Ok(r.stats)
+    }
+
+    /// `ReopenContainerLog`: the runtime closes the container's log file and opens its
+    /// `log_path` again (after the kubelet renamed it during rotation).
+    pub async fn reopen_container_log(&self, id: &str) -> Result<()> {
+        call!(
+            self,
+            runtime,
+            reopen_container_log,
+            "ReopenContainerLog",
+            id,
+            api::ReopenContainerLogRequest {
+                container_id: id.into()
+            },
+            Duration::from_secs(30)
+        )
+        .map(|_: api::ReopenContainerLogResponse| ())
     }
 }

@@ -17,9 +17,10 @@
 
 use super::runtime::{ContainerState, ContainerStatus, PodRuntimeStatus};
 use crate::backoff::Backoff;
+use crate::prober::ProbeView;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Waiting reason for a container in crash back-off.
 pub const REASON_CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
@@ -139,9 +140,14 @@ fn next_attempt(last: Option<&ContainerStatus>) -> u32 {
 }
 
 /// Computes the next actions for `pod` (which is not being deleted) from the runtime state.
+///
+/// `probes` holds the probe results by container ID: a container whose liveness or startup
+/// probe failed is killed (and restarted unless the restart policy is `Never`) with the Go
+/// kubelet's message `Container <c> failed liveness probe, will be restarted`.
 pub fn compute_pod_actions(
     pod: &Pod,
     rt: &PodRuntimeStatus,
+    probes: &HashMap<String, ProbeView>,
     backoff: &mut Backoff,
     now: Timestamp,
 ) -> PodActions {
@@ -196,19 +202,36 @@ pub fn compute_pod_actions(
         return a;
     }
 
-    // Containers whose spec changed (the image is the only mutable field) are restarted.
+    // Running containers are killed when their spec changed (the image is the only mutable
+    // field) or a liveness or startup probe failed (k/k computePodActions).
     for c in init_containers.iter().chain(spec.containers.iter()) {
-        if let Some(last) = rt.latest(&c.name) {
-            if last.state == ContainerState::Running
-                && !last.hash.is_empty()
-                && last.hash != super::spec::container_hash(c)
-            {
-                a.kill.push(Kill {
-                    id: last.id.clone(),
-                    name: c.name.clone(),
-                    message: format!("Container {} definition changed, will be restarted", c.name),
-                });
-            }
+        let Some(last) = rt
+            .latest(&c.name)
+            .filter(|l| l.state == ContainerState::Running)
+        else {
+            continue;
+        };
+        let view = probes.get(&last.id).copied().unwrap_or_default();
+        let message = if !last.hash.is_empty() && last.hash != super::spec::container_hash(c) {
+            Some(format!("Container {} definition changed", c.name))
+        } else if view.liveness == Some(false) {
+            Some(format!("Container {} failed liveness probe", c.name))
+        } else if view.startup == Some(false) {
+            Some(format!("Container {} failed startup probe", c.name))
+        } else {
+            None
+        };
+        if let Some(m) = message {
+            let restart = policy != "Never" || super::is_sidecar(c);
+            a.kill.push(Kill {
+                id: last.id.clone(),
+                name: c.name.clone(),
+                message: if restart {
+                    format!("{m}, will be restarted")
+                } else {
+                    m
+                },
+            });
         }
     }
 
@@ -278,6 +301,9 @@ pub fn compute_pod_actions(
         let last = rt.latest(&c.name);
         let killed = a.kill.iter().any(|k| k.name == c.name);
         if killed {
+            if policy == "Never" {
+                continue;
+            }
             will_run += 1;
             a.start.push(Start {
                 name: c.name.clone(),
@@ -393,6 +419,7 @@ mod tests {
         let a = compute_pod_actions(
             &p,
             &PodRuntimeStatus::default(),
+            &HashMap::new(),
             &mut Backoff::default(),
             t(100),
         );
@@ -411,7 +438,7 @@ mod tests {
             sandboxes: vec![sandbox()],
             containers: vec![ctr("a", 0, ContainerState::Running, 0, 0)],
         };
-        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(100));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(100));
         assert_eq!(a, PodActions::default());
     }
 
@@ -423,7 +450,7 @@ mod tests {
             sandboxes: vec![sandbox()],
             containers: vec![ctr("a", 0, ContainerState::Exited, 1, 100)],
         };
-        let a = compute_pod_actions(&p, &rt, &mut b, t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut b, t(101));
         assert_eq!(
             a.start,
             vec![Start {
@@ -440,7 +467,7 @@ mod tests {
                 ctr("a", 0, ContainerState::Exited, 1, 100),
             ],
         };
-        let a = compute_pod_actions(&p, &rt, &mut b, t(103));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut b, t(103));
         assert!(a.start.is_empty());
         let w = &a.waiting["a"];
         assert_eq!(w.reason, "CrashLoopBackOff");
@@ -459,7 +486,7 @@ mod tests {
             sandboxes: vec![sandbox()],
             containers: vec![ctr("a", 0, ContainerState::Exited, 3, 100)],
         };
-        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(101));
         assert!(a.start.is_empty());
         assert!(a.pod_done && a.kill_pod);
     }
@@ -474,7 +501,7 @@ mod tests {
                 ctr("bad", 0, ContainerState::Exited, 2, 100),
             ],
         };
-        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(101));
         assert_eq!(
             a.start.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
             vec!["bad"]
@@ -489,7 +516,7 @@ mod tests {
             sandboxes: vec![sandbox()],
             containers: vec![],
         };
-        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(100));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(100));
         assert_eq!(
             a.start,
             vec![Start {
@@ -501,12 +528,12 @@ mod tests {
         rt.containers
             .push(ctr("i1", 0, ContainerState::Running, 0, 0));
         assert!(
-            compute_pod_actions(&p, &rt, &mut Backoff::default(), t(100))
+            compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(100))
                 .start
                 .is_empty()
         );
         rt.containers[0] = ctr("i1", 0, ContainerState::Exited, 0, 100);
-        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(101));
         assert_eq!(
             a.start,
             vec![Start {
@@ -517,7 +544,7 @@ mod tests {
         );
         rt.containers
             .insert(0, ctr("i2", 0, ContainerState::Exited, 0, 101));
-        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(102));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(102));
         assert_eq!(
             a.start,
             vec![Start {
@@ -535,7 +562,7 @@ mod tests {
             sandboxes: vec![sandbox()],
             containers: vec![ctr("i1", 0, ContainerState::Exited, 1, 100)],
         };
-        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(101));
         assert!(a.pod_done);
         assert!(a.start.is_empty());
     }
@@ -549,7 +576,7 @@ mod tests {
             sandboxes: vec![s],
             containers: vec![ctr("a", 0, ContainerState::Exited, 137, 100)],
         };
-        let a = compute_pod_actions(&p, &rt, &mut Backoff::default(), t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(101));
         assert_eq!(a.create_sandbox, Some(1));
         assert!(a.kill_pod);
         assert_eq!(
@@ -560,5 +587,40 @@ mod tests {
                 attempt: 1
             }]
         );
+    }
+
+    #[test]
+    fn failed_liveness_probe_kills_and_restarts_the_container() {
+        let p = pod("Always", &["a"], &[]);
+        let rt = PodRuntimeStatus {
+            sandboxes: vec![sandbox()],
+            containers: vec![ctr("a", 0, ContainerState::Running, 0, 0)],
+        };
+        let mut probes = HashMap::new();
+        probes.insert(
+            "a-0".to_string(),
+            ProbeView {
+                liveness: Some(false),
+                ..Default::default()
+            },
+        );
+        let a = compute_pod_actions(&p, &rt, &probes, &mut Backoff::default(), t(100));
+        assert_eq!(a.kill.len(), 1);
+        assert_eq!(
+            a.kill[0].message,
+            "Container a failed liveness probe, will be restarted"
+        );
+        assert_eq!(
+            a.start,
+            vec![Start {
+                name: "a".into(),
+                init: false,
+                attempt: 1
+            }]
+        );
+        let never = pod("Never", &["a"], &[]);
+        let a = compute_pod_actions(&never, &rt, &probes, &mut Backoff::default(), t(100));
+        assert_eq!(a.kill[0].message, "Container a failed liveness probe");
+        assert!(a.start.is_empty());
     }
 }

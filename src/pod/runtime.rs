@@ -151,6 +151,11 @@ impl PodRuntimeStatus {
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
             };
+            let message = if ContainerState::from(st.state) == ContainerState::Exited {
+                termination_message(&c.annotations, &st).await
+            } else {
+                st.message.clone()
+            };
             out.containers.push(ContainerStatus {
                 id: c.id.clone(),
                 sandbox_id: c.pod_sandbox_id.clone(),
@@ -166,7 +171,7 @@ impl PodRuntimeStatus {
                 finished_at: st.finished_at,
                 exit_code: st.exit_code,
                 reason: st.reason,
-                message: st.message,
+                message,
                 image: st.image.map(|i| i.image).unwrap_or_default(),
                 image_ref: st.image_ref,
                 hash: c
@@ -187,4 +192,103 @@ impl PodRuntimeStatus {
         self.containers
             .sort_by(|a, b| (b.created_at, b.attempt).cmp(&(a.created_at, a.attempt)));
     }
+}
+
+/// Most bytes read from a termination message file (k/k `kubecontainer.MaxContainerTerminationMessageLength`).
+pub const MAX_TERMINATION_MESSAGE_BYTES: u64 = 4096;
+/// Lines taken from the log for `FallbackToLogsOnError` (k/k `kubecontainer.MaxContainerTerminationMessageLogLines`).
+pub const MAX_TERMINATION_MESSAGE_LOG_LINES: usize = 80;
+/// Bytes taken from the log for `FallbackToLogsOnError` (`MaxContainerTerminationMessageLogLength`).
+pub const MAX_TERMINATION_MESSAGE_LOG_BYTES: usize = 2048;
+
+/// The terminated message of an exited container: the runtime's message, plus the contents of
+/// the host file mounted at `terminationMessagePath` (at most 4096 bytes), or with policy
+/// `FallbackToLogsOnError` and a non-zero exit and an empty file, the tail of the container's
+/// log (k/k `kuberuntime_container.go` getTerminationMessage / readLastStringFromContainerLogs).
+async fn termination_message(
+    annotations: &std::collections::HashMap<String, String>,
+    st: &api::ContainerStatus,
+) -> String {
+    let path = annotations
+        .get(labels::CONTAINER_TERMINATION_MESSAGE_PATH)
+        .cloned()
+        .unwrap_or_default();
+    let policy = annotations
+        .get(labels::CONTAINER_TERMINATION_MESSAGE_POLICY)
+        .cloned()
+        .unwrap_or_default();
+    let mut msg = String::new();
+    if !path.is_empty() {
+        if let Some(m) = st.mounts.iter().find(|m| m.container_path == path) {
+            let host = m.host_path.clone();
+            msg = tokio::task::spawn_blocking(move || {
+                use std::io::Read;
+                let mut buf = Vec::new();
+                if let Ok(f) = std::fs::File::open(&host) {
+                    let _ = f.take(MAX_TERMINATION_MESSAGE_BYTES).read_to_end(&mut buf);
+                }
+                String::from_utf8_lossy(&buf).to_string()
+            })
+            .await
+            .unwrap_or_default();
+        }
+    }
+    if msg.is_empty()
+        && policy == "FallbackToLogsOnError"
+        && st.exit_code != 0
+        && !st.log_path.is_empty()
+    {
+        msg = tail_log(&st.log_path).await;
+    }
+    let mut out = st.message.clone();
+    if !msg.is_empty() {
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&msg);
+    }
+    out
+}
+
+/// The last lines of a CRI log file, content only (partial lines joined), bounded as the Go
+/// kubelet bounds the fallback termination message.
+async fn tail_log(path: &str) -> String {
+    let Ok(data) = tokio::fs::read(path).await else {
+        return String::new();
+    };
+    let start = data.len().saturating_sub(64 * 1024);
+    let text = String::from_utf8_lossy(&data[start..]);
+    let mut lines: Vec<String> = vec![];
+    let mut partial = String::new();
+    for l in text.lines() {
+        let mut parts = l.splitn(4, ' ');
+        let (_ts, _stream, tag, content) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next().unwrap_or(""),
+        );
+        partial.push_str(content);
+        if tag != Some("P") {
+            lines.push(std::mem::take(&mut partial));
+        }
+    }
+    if !partial.is_empty() {
+        lines.push(partial);
+    }
+    let keep = &lines[lines
+        .len()
+        .saturating_sub(MAX_TERMINATION_MESSAGE_LOG_LINES)..];
+    let mut s = keep.join("\n");
+    if !keep.is_empty() {
+        s.push('\n');
+    }
+    if s.len() > MAX_TERMINATION_MESSAGE_LOG_BYTES {
+        let mut cut = s.len() - MAX_TERMINATION_MESSAGE_LOG_BYTES;
+        while !s.is_char_boundary(cut) {
+            cut += 1;
+        }
+        s = s[cut..].to_string();
+    }
+    s
 }

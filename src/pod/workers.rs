@@ -15,6 +15,7 @@ use crate::backoff::Backoff;
 use crate::cri::{labels, CriClient};
 use crate::events::{reason, EventRecorder};
 use crate::image::{self, PullDecision, PullPolicy};
+use crate::prober::{PodProbes, ProbeEnv, ProbeUpdate};
 use crate::source::PodEvent;
 use crate::status::{generate_pod_status, StatusInputs, StatusManager};
 use k8s_openapi::api::core::v1::Pod;
@@ -123,6 +124,7 @@ impl PodWorkers {
             removed,
         });
         let notify = Arc::new(Notify::new());
+        let (probe_tx, probe_rx) = mpsc::channel(64);
         let worker = PodWorker {
             ctx: self.ctx.clone(),
             rx,
@@ -130,6 +132,8 @@ impl PodWorkers {
             crash_backoff: Backoff::default(),
             image_backoff: Backoff::default(),
             waiting: BTreeMap::new(),
+            probes: PodProbes::new(probe_tx),
+            probe_rx,
         };
         let done = self.done_tx.clone();
         let span = span_for(&pod);
@@ -229,6 +233,9 @@ struct PodWorker {
     image_backoff: Backoff,
     /// Why containers are waiting after the last sync (the Go kubelet's reasonCache).
     waiting: BTreeMap<String, Waiting>,
+    /// Probe tasks and results of this pod's running containers.
+    probes: PodProbes,
+    probe_rx: mpsc::Receiver<(String, ProbeUpdate)>,
 }
 
 /// A failure of one sync, already reported on the pod.
@@ -281,6 +288,11 @@ impl PodWorker {
                 _ = cancel.cancelled() => return,
                 r = self.rx.changed() => { if r.is_err() { return; } }
                 _ = self.notify.notified() => {}
+                u = self.probe_rx.recv() => {
+                    if let Some((cid, u)) = u {
+                        self.probes.apply(&cid, u);
+                    }
+                }
                 _ = tokio::time::sleep_until(wake.into()) => { next_wake = None; }
             }
         }
@@ -298,7 +310,8 @@ impl PodWorker {
             }
         };
         let now = Timestamp::now();
-        let actions = compute_pod_actions(pod, &rt, &mut self.crash_backoff, now);
+        let actions =
+            compute_pod_actions(pod, &rt, &self.probes.results, &mut self.crash_backoff, now);
         self.crash_backoff.gc(now);
         let mut next = actions.next_sync;
         let result = self.execute(pod, &rt, &actions).await;
@@ -342,7 +355,7 @@ impl PodWorker {
             .earliest_end_since_update(Timestamp::now())
     }
 
-    async fn write_status(&self, pod: &Pod, terminal: bool) {
+    async fn write_status(&mut self, pod: &Pod, terminal: bool) {
         let rt = match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
             Ok(rt) => rt,
             Err(e) => {
@@ -359,8 +372,30 @@ impl PodWorker {
                 node_ips: &self.ctx.node_ips,
                 terminal,
                 now: crate::time::truncate(Timestamp::now()),
+                probes: &self.probes.results,
             },
         );
+        // Probe tasks follow the running container instances.
+        if terminal {
+            self.probes.stop_all();
+        } else {
+            let pod_ip = rt
+                .latest_sandbox()
+                .and_then(|s| s.ip.clone())
+                .unwrap_or_default();
+            let running: Vec<(String, k8s_openapi::api::core::v1::Container, i64)> = rt
+                .running()
+                .filter_map(|c| {
+                    spec::find_container(pod, &c.name)
+                        .map(|sc| (c.id.clone(), sc.clone(), c.started_at))
+                })
+                .collect();
+            let env = ProbeEnv {
+                cri: self.ctx.cri.clone(),
+                recorder: self.ctx.recorder.clone(),
+            };
+            self.probes.reconcile(pod, &pod_ip, &running, &env);
+        }
         // Base the comparison on the newest copy of the pod we have.
         let latest = self.rx.borrow().pod.clone();
         let base = if super::uid(&latest) == super::uid(pod) {
@@ -398,21 +433,32 @@ impl PodWorker {
                 self.kill_pod(pod, rt, grace).await;
             }
         }
+        let pod_ip = rt
+            .latest_sandbox()
+            .and_then(|s| s.ip.clone())
+            .unwrap_or_default();
         for k in &a.kill {
-            ctx.recorder.pod(
+            // A probe may set its own grace period for the kill it causes.
+            let probe_grace = spec::find_container(pod, &k.name).and_then(|c| {
+                let p = if k.message.contains("liveness probe") {
+                    c.liveness_probe.as_ref()
+                } else if k.message.contains("startup probe") {
+                    c.startup_probe.as_ref()
+                } else {
+                    None
+                };
+                p.and_then(|p| p.termination_grace_period_seconds)
+            });
+            kill_container(
+                &ctx,
                 pod,
-                Some(&k.name),
-                false,
-                reason::KILLING,
-                k.message.clone(),
-            );
-            if let Err(e) = ctx
-                .cri
-                .stop_container(&k.id, grace.max(MINIMUM_GRACE_PERIOD_SECONDS))
-                .await
-            {
-                tracing::warn!(container = %k.name, error = %e, "stopping container failed");
-            }
+                &k.id,
+                &k.name,
+                &k.message,
+                probe_grace.unwrap_or(grace),
+                &pod_ip,
+            )
+            .await;
         }
         if a.pod_done || (a.start.is_empty() && a.create_sandbox.is_none()) {
             return Ok(());
@@ -599,6 +645,9 @@ impl PodWorker {
                     });
                 }
             };
+            if let Some(m) = self.termination_message_mount(pod, c).await {
+                mounts.push(m);
+            }
             if let Some(h) = etc_hosts {
                 if !mounts.iter().any(|m| m.container_path == "/etc/hosts") {
                     mounts.push(crate::cri::api::Mount {
@@ -681,11 +730,82 @@ impl PodWorker {
             );
             // The legacy /var/log/containers symlink that log collectors read.
             link_container_log(pod, name, &id, &ctx.pod_logs_dir, attempt).await;
+            // postStart runs right after the start; its failure kills the container
+            // (k/k kuberuntime_container.go startContainer).
+            if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
+                let timeout = Duration::from_secs(
+                    pod_grace_seconds(pod).max(MINIMUM_GRACE_PERIOD_SECONDS) as u64 + 120,
+                );
+                if let Err(out) =
+                    crate::prober::handlers::run_hook(h, &ctx.cri, &id, pod_ip, timeout).await
+                {
+                    tracing::info!(output = %out, "postStart hook failed");
+                    ctx.recorder.pod(
+                        pod,
+                        Some(name),
+                        true,
+                        reason::FAILED_POST_START_HOOK,
+                        "PostStartHook failed".into(),
+                    );
+                    kill_container(
+                        &ctx,
+                        pod,
+                        &id,
+                        name,
+                        "FailedPostStartHook",
+                        pod_grace_seconds(pod),
+                        pod_ip,
+                    )
+                    .await;
+                    return Err(Waiting {
+                        reason: "PostStartHookError".into(),
+                        message: out,
+                    });
+                }
+            }
             tracing::info!(container.id = %id, attempt, "container started");
             Ok(())
         }
         .instrument(span)
         .await
+    }
+
+    /// Creates the host file behind `terminationMessagePath` (mode 0666, under the pod
+    /// directory, a fresh name per container instance) and returns its mount.
+    async fn termination_message_mount(
+        &self,
+        pod: &Pod,
+        c: &k8s_openapi::api::core::v1::Container,
+    ) -> Option<crate::cri::api::Mount> {
+        let path = c
+            .termination_message_path
+            .clone()
+            .unwrap_or_else(|| spec::DEFAULT_TERMINATION_MESSAGE_PATH.into());
+        if path.is_empty() {
+            return None;
+        }
+        let dir = crate::volume::pod_dir(&self.ctx.root_dir, super::uid(pod))
+            .join("containers")
+            .join(&c.name);
+        let file = dir.join(format!("{:08x}", rand::random::<u32>()));
+        let r = async {
+            tokio::fs::create_dir_all(&dir).await?;
+            tokio::fs::write(&file, b"").await?;
+            tokio::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o666))
+                .await
+        }
+        .await;
+        match r {
+            Ok(()) => Some(crate::cri::api::Mount {
+                container_path: path,
+                host_path: file.display().to_string(),
+                ..Default::default()
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "creating the termination message file failed");
+                None
+            }
+        }
     }
 
     /// The Go kubelet's `EnsureImageExists` (k/k `pkg/kubelet/images/image_manager.go`).
@@ -864,27 +984,18 @@ impl PodWorker {
     /// and then every sandbox of the pod.
     async fn kill_pod(&self, pod: &Pod, rt: &PodRuntimeStatus, grace: i64) {
         let ctx = self.ctx.clone();
+        let pod_ip = rt
+            .latest_sandbox()
+            .and_then(|s| s.ip.clone())
+            .unwrap_or_default();
         let stops = rt.running().map(|c| {
             let ctx = ctx.clone();
             let id = c.id.clone();
             let name = c.name.clone();
+            let pod_ip = pod_ip.clone();
             async move {
-                ctx.recorder.pod(
-                    pod,
-                    Some(&name),
-                    false,
-                    reason::KILLING,
-                    format!("Stopping container {name}"),
-                );
-                if let Err(e) = ctx
-                    .cri
-                    .stop_container(&id, grace.max(MINIMUM_GRACE_PERIOD_SECONDS))
-                    .await
-                {
-                    if !e.is_not_found() {
-                        tracing::warn!(container = %name, error = %e, "stopping container failed");
-                    }
-                }
+                let msg = format!("Stopping container {name}");
+                kill_container(&ctx, pod, &id, &name, &msg, grace, &pod_ip).await;
             }
         });
         futures::future::join_all(stops).await;
@@ -992,6 +1103,57 @@ impl PodWorker {
         self.crash_backoff.forget_prefix("");
         self.image_backoff.forget_prefix("");
         tracing::info!("pod cleaned up");
+    }
+}
+
+/// Kills one container as the Go kubelet's `killContainer` does: a `Killing` event with
+/// `message`, the preStop hook (when the grace period is above zero; its time is taken from the
+/// grace period), then CRI StopContainer with what is left of the grace period, at least 2 s.
+async fn kill_container(
+    ctx: &SyncContext,
+    pod: &Pod,
+    id: &str,
+    name: &str,
+    message: &str,
+    grace: i64,
+    pod_ip: &str,
+) {
+    ctx.recorder
+        .pod(pod, Some(name), false, reason::KILLING, message.to_string());
+    let mut grace = grace;
+    let pre_stop = spec::find_container(pod, name)
+        .and_then(|c| c.lifecycle.as_ref())
+        .and_then(|l| l.pre_stop.as_ref());
+    if let (Some(h), true) = (pre_stop, grace > 0) {
+        let started = Instant::now();
+        if let Err(out) = crate::prober::handlers::run_hook(
+            h,
+            &ctx.cri,
+            id,
+            pod_ip,
+            Duration::from_secs(grace as u64),
+        )
+        .await
+        {
+            tracing::info!(container = %name, output = %out, "preStop hook failed");
+            ctx.recorder.pod(
+                pod,
+                Some(name),
+                true,
+                reason::FAILED_PRE_STOP_HOOK,
+                "PreStopHook failed".into(),
+            );
+        }
+        grace -= started.elapsed().as_secs() as i64;
+    }
+    if let Err(e) = ctx
+        .cri
+        .stop_container(id, grace.max(MINIMUM_GRACE_PERIOD_SECONDS))
+        .await
+    {
+        if !e.is_not_found() {
+            tracing::warn!(container = %name, error = %e, "stopping container failed");
+        }
     }
 }
 

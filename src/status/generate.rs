@@ -4,12 +4,13 @@
 
 use crate::pod::actions::Waiting;
 use crate::pod::runtime::{ContainerState, ContainerStatus as RtContainer, PodRuntimeStatus};
+use crate::prober::ProbeView;
 use k8s_openapi::api::core::v1::{
     Container, ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
     ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Waiting reason of a container that has no instance yet in a pod without init containers.
 pub const REASON_CONTAINER_CREATING: &str = "ContainerCreating";
@@ -44,6 +45,8 @@ pub struct StatusInputs<'a> {
     pub terminal: bool,
     /// "now", truncated to seconds.
     pub now: Time,
+    /// Probe results by container ID (readiness → `ready`, startup → `started`).
+    pub probes: &'a HashMap<String, ProbeView>,
 }
 
 fn terminated_of(c: &RtContainer, runtime_name: &str) -> ContainerStateTerminated {
@@ -127,12 +130,16 @@ fn container_status(
         st.container_id = Some(format!("{}://{}", inp.runtime_name, l.id));
         st.restart_count = l.attempt as i32;
         st.state = Some(api_state(l, inp.runtime_name));
+        // started: running and the startup probe (if any) succeeded; ready: started and the
+        // readiness probe (if any) succeeded (k/k prober_manager.go UpdatePodStatus).
         let running = l.state == ContainerState::Running;
-        st.started = Some(running);
+        let view = inp.probes.get(&l.id).copied().unwrap_or_default();
+        let started = running && (c.startup_probe.is_none() || view.startup == Some(true));
+        st.started = Some(started);
         st.ready = if init && !crate::pod::is_sidecar(c) {
             l.state == ContainerState::Exited && l.exit_code == 0
         } else {
-            running
+            started && (c.readiness_probe.is_none() || view.readiness == Some(true))
         };
         if let Some(p) = previous.filter(|p| p.state == ContainerState::Exited) {
             st.last_state = Some(ApiState {
@@ -594,6 +601,7 @@ mod tests {
                 node_ips: &ips,
                 terminal,
                 now: Time(Timestamp::from_second(100).unwrap()),
+                probes: &HashMap::new(),
             },
         )
     }
@@ -739,6 +747,7 @@ mod tests {
                 node_ips: &["10.250.0.1".to_string()],
                 terminal: false,
                 now: Time(Timestamp::from_second(200).unwrap()),
+                probes: &HashMap::new(),
             },
         );
         assert_eq!(s1, s2, "an unchanged pod must produce an identical status");

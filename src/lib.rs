@@ -15,6 +15,7 @@
 //! | pod status (pure generation + writer) | `status/` | [`status`] |
 //! | back-off | `client-go/util/flowcontrol` | [`backoff`] |
 //! | events | `client-go/tools/record` | [`events`] |
+//! | scheduler (second binary, `deckhand-scheduler`) | `pkg/scheduler` | [`scheduler`] |
 
 pub mod backoff;
 pub mod config;
@@ -26,6 +27,7 @@ pub mod pleg;
 pub mod pod;
 pub mod prober;
 pub mod quantity;
+pub mod scheduler;
 pub mod source;
 pub mod status;
 pub mod time;

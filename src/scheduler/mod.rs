@@ -1,0 +1,41 @@
+//! deckhand-scheduler: a small scheduler with kube-scheduler's semantics (k/k `pkg/scheduler`,
+//! v1.36.3), for the pods whose `spec.schedulerName` is its name.
+//!
+//! The rooms are kube-scheduler's, by the same names:
+//!
+//! | concern | kube-scheduler | here |
+//! |---|---|---|
+//! | requests of pods, allocatable of nodes | `framework/types.go`, `component-helpers/resource` | [`resources`] |
+//! | node + pods aggregate, host ports | `framework.NodeInfo`, `HostPortInfo` | [`nodeinfo`] |
+//! | nodes and bound/assumed pods | `backend/cache` | [`cache`] |
+//! | node selector and node affinity | `component-helpers/.../nodeaffinity` | [`affinity`] |
+//! | taints and tolerations | `v1.Toleration.ToleratesTaint` | [`taints`] |
+//! | filter plugins (pure) | `framework/plugins/{nodeunschedulable,nodename,tainttoleration,nodeaffinity,nodeports,noderesources}` | [`filters`] |
+//! | score plugins (pure) | `noderesources` least-allocated and balanced, `nodeaffinity`, `tainttoleration` | [`scores`] |
+//! | one attempt: filter, score, select, the failure message | `schedule_one.go`, `FitError`, preemption's message | [`schedule_one`] |
+//! | active / back-off / unschedulable queue | `backend/queue` | [`queue`] |
+//! | events.k8s.io events | `client-go/tools/events` | [`events`] |
+//! | Lease-based leader election | `client-go/tools/leaderelection` | [`leader`] |
+//! | watches, the scheduling loop, binding, status | `scheduler.go`, `eventhandlers.go`, `DefaultBinder` | [`runner`] |
+//!
+//! Filters and scores are pure functions over a snapshot of the cache; the loop around them is
+//! thin. Not implemented (kube-scheduler defaults that are): preemption (the failure message says
+//! what kube-scheduler's would, but no pod is evicted), pod topology spread, inter-pod affinity,
+//! image locality, volume plugins, dynamic resources, extenders, multiple profiles.
+
+pub mod affinity;
+pub mod cache;
+pub mod events;
+pub mod filters;
+pub mod leader;
+pub mod nodeinfo;
+pub mod queue;
+pub mod resources;
+pub mod runner;
+pub mod schedule_one;
+pub mod scores;
+pub mod taints;
+
+/// kube-scheduler's default name (`v1.DefaultSchedulerName`), the `schedulerName` the API server
+/// defaults pods to.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";

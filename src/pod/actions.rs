@@ -305,11 +305,22 @@ pub fn compute_pod_actions(
                 continue;
             }
             will_run += 1;
-            a.start.push(Start {
-                name: c.name.clone(),
-                init: false,
-                attempt: next_attempt(last),
-            });
+            // The restart after a kill honours the crash back-off of the instance that exited
+            // before (doBackOff looks at the newest exited instance).
+            let prev_exited = rt
+                .containers
+                .iter()
+                .find(|x| x.name == c.name && x.state == ContainerState::Exited);
+            match check_backoff(pod, c, prev_exited, backoff, now, &mut a.next_sync) {
+                Ok(()) => a.start.push(Start {
+                    name: c.name.clone(),
+                    init: false,
+                    attempt: next_attempt(last),
+                }),
+                Err(w) => {
+                    a.waiting.insert(c.name.clone(), w);
+                }
+            }
             continue;
         }
         if last.is_some_and(|l| l.state == ContainerState::Running) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Local one-node cluster for deckhand: etcd, kube-apiserver, kube-controller-manager (built from the
 # Kubernetes Go modules by hack/build-k8s.sh), containerd with its own config, a local registry with
-# images built here, and deckhand itself as the node's kubelet. No kube-scheduler, no kube-proxy.
+# images built here, deckhand itself as the node's kubelet and deckhand-scheduler as the scheduler
+# (no kube-scheduler, no kube-proxy).
 #
 # Usage:
 #   hack/local-up.sh [up]              bring everything up (idempotent: healthy parts are kept,
@@ -10,7 +11,9 @@
 #                                      etcd data, the registry data and /var/lib/deckhand
 #   hack/local-up.sh status            show what runs; exit 0 when the cluster (everything but
 #                                      deckhand, which is reported but not counted) is up
-#   hack/local-up.sh restart-deckhand  rebuild deckhand if needed, stop it, start it again
+#   hack/local-up.sh restart-deckhand  rebuild deckhand if needed, stop it, start it again (and
+#                                      restart deckhand-scheduler if its binary was rebuilt)
+#   hack/local-up.sh restart-scheduler rebuild deckhand-scheduler if needed, stop it, start it again
 #
 # Environment:
 #   NODE_NAME              node name (default: lowercased `hostname`)
@@ -18,6 +21,8 @@
 #   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready (default 1)
 #   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
 #   DECKHAND_ARGS          extra arguments appended to deckhand's command line
+#   SCHEDULER_BIN          use this deckhand-scheduler binary instead of cargo's
+#   SCHEDULER_ARGS         extra arguments appended to deckhand-scheduler's command line
 #   RUST_LOG               deckhand's log filter (default info)
 #   LOCAL_UP_STOP_FOREIGN_CONTAINERD=1  stop a containerd that this script did not start
 #
@@ -73,6 +78,9 @@ DECKHAND_KUBECONFIG="$STATE/deckhand.kubeconfig"
 DECKHAND_ROOT_DIR=/var/lib/deckhand
 DECKHAND_LOG="$LOGS/deckhand.log"
 DECKHAND_PIDFILE="$PIDS/deckhand.pid"
+SCHEDULER_KUBECONFIG="$STATE/scheduler.kubeconfig"
+SCHEDULER_LOG="$LOGS/deckhand-scheduler.log"
+SCHEDULER_PIDFILE="$PIDS/deckhand-scheduler.pid"
 DECKHAND_WAIT_NODE=${DECKHAND_WAIT_NODE:-1}
 DECKHAND_WAIT_TIMEOUT=${DECKHAND_WAIT_TIMEOUT:-60}
 MARKER="written by deckhand hack/local-up.sh"
@@ -354,6 +362,9 @@ step_pki() {
     "IP:$NODE_IP, IP:127.0.0.1, IP:10.96.0.1, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc, DNS:kubernetes.default.svc.cluster.local, DNS:localhost"
   gen_cert admin "/O=system:masters/CN=kubernetes-admin" clientAuth
   gen_cert controller-manager "/CN=system:kube-controller-manager" clientAuth
+  # deckhand-scheduler: the built-in system:kube-scheduler RBAC (bindings, pods/status, events,
+  # the kube-system/kube-scheduler Lease) applies to this user name
+  gen_cert scheduler "/CN=system:kube-scheduler" clientAuth
   gen_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
   gen_cert node "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
   # serving certificate for deckhand's own HTTPS server (port 10250), signed by the cluster CA
@@ -404,8 +415,9 @@ EOF
 step_kubeconfigs() {
   write_kubeconfig "$ADMIN_KUBECONFIG" kubernetes-admin admin
   write_kubeconfig "$KCM_KUBECONFIG" system:kube-controller-manager controller-manager
+  write_kubeconfig "$SCHEDULER_KUBECONFIG" system:kube-scheduler scheduler
   write_kubeconfig "$DECKHAND_KUBECONFIG" "system:node:$NODE_NAME" node
-  log "kubeconfigs: $ADMIN_KUBECONFIG, $(basename "$KCM_KUBECONFIG"), $(basename "$DECKHAND_KUBECONFIG")"
+  log "kubeconfigs: $ADMIN_KUBECONFIG, $(basename "$KCM_KUBECONFIG"), $(basename "$DECKHAND_KUBECONFIG"), $(basename "$SCHEDULER_KUBECONFIG")"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -857,6 +869,57 @@ start_deckhand() {
 stop_deckhand() { stop_daemon deckhand 30; }
 
 # ---------------------------------------------------------------------------------------------
+# 9b. deckhand-scheduler (stands in for kube-scheduler: schedulerName default-scheduler)
+# ---------------------------------------------------------------------------------------------
+scheduler_bin() {
+  if [ -n "${SCHEDULER_BIN:-}" ]; then echo "$SCHEDULER_BIN"; else echo "$ROOT/target/release/deckhand-scheduler"; fi
+}
+
+build_scheduler() {
+  if [ -n "${SCHEDULER_BIN:-}" ]; then
+    [ -x "$SCHEDULER_BIN" ] || { warn "SCHEDULER_BIN=$SCHEDULER_BIN is not an executable file"; return 1; }
+    return 0
+  fi
+  command -v cargo >/dev/null || { warn "cargo not found (install Rust, or set SCHEDULER_BIN)"; return 1; }
+  log "deckhand-scheduler: cargo build --release --bin deckhand-scheduler"
+  if ! (cd "$ROOT" && cargo build --release --bin deckhand-scheduler) > "$STATE/cargo-build-scheduler.log" 2>&1; then
+    tail -n 40 "$STATE/cargo-build-scheduler.log" >&2
+    warn "cargo build --release --bin deckhand-scheduler failed (log $STATE/cargo-build-scheduler.log)"
+    return 1
+  fi
+}
+
+scheduler_argv() {
+  local argv=("$(scheduler_bin)" --kubeconfig "$SCHEDULER_KUBECONFIG")
+  # shellcheck disable=SC2206
+  [ -z "${SCHEDULER_ARGS:-}" ] || argv+=($SCHEDULER_ARGS)
+  printf '%s\0' "${argv[@]}"
+}
+
+# start deckhand-scheduler unless it already runs this binary with this command line
+start_scheduler() {
+  local argv=()
+  mapfile -d '' argv < <(scheduler_argv)
+  [ -x "${argv[0]}" ] || { warn "deckhand-scheduler binary ${argv[0]} is missing; not started"; return 1; }
+  if running_as deckhand-scheduler "${argv[@]}"; then
+    if [ "$(readlink "/proc/$(pid_of deckhand-scheduler)/exe")" != "$(readlink -f "${argv[0]}") (deleted)" ]; then
+      log "deckhand-scheduler: already running (pid $(pid_of deckhand-scheduler))"
+      return 0
+    fi
+    log "deckhand-scheduler: binary changed; restarting"
+    stop_daemon deckhand-scheduler
+  elif [ -n "$(pid_of deckhand-scheduler)" ]; then
+    log "deckhand-scheduler: command line changed; restarting"
+    stop_daemon deckhand-scheduler
+  fi
+  log "deckhand-scheduler: starting (log $SCHEDULER_LOG)"
+  start_daemon deckhand-scheduler RUST_LOG="${SCHEDULER_RUST_LOG:-info}" NO_COLOR=1 -- "${argv[@]}"
+  sleep 0.5
+  proc_alive "$(cat "$SCHEDULER_PIDFILE" 2>/dev/null || echo 0)" || { tail -n 20 "$SCHEDULER_LOG" >&2; warn "deckhand-scheduler exited right after start"; return 1; }
+  log "deckhand-scheduler: running (pid $(pid_of deckhand-scheduler))"
+}
+
+# ---------------------------------------------------------------------------------------------
 # 10. env file, 11. hints
 # ---------------------------------------------------------------------------------------------
 write_env() {
@@ -887,6 +950,10 @@ DECKHAND_ROOT_DIR=$DECKHAND_ROOT_DIR
 DECKHAND_BIN=$(deckhand_bin)
 DECKHAND_LOG=$DECKHAND_LOG
 DECKHAND_PIDFILE=$DECKHAND_PIDFILE
+SCHEDULER_BIN=$(scheduler_bin)
+SCHEDULER_KUBECONFIG=$SCHEDULER_KUBECONFIG
+SCHEDULER_LOG=$SCHEDULER_LOG
+SCHEDULER_PIDFILE=$SCHEDULER_PIDFILE
 EOF
 }
 
@@ -897,15 +964,15 @@ Local cluster is up (node $NODE_NAME, API $API_SERVER). Next:
 
   export KUBECONFIG=$ADMIN_KUBECONFIG
   $KUBECTL get nodes -o wide
-  $KUBECTL run demo --image=busybox --restart=Never \\
-      --overrides='{"apiVersion":"v1","spec":{"nodeName":"$NODE_NAME"}}' -- sh -c 'echo hello; sleep 3600'
-  $KUBECTL get pods -o wide; $KUBECTL logs demo
+  $KUBECTL create deployment demo --image=busybox --replicas=3 -- sleep 3600
+  $KUBECTL get pods -o wide -w          (deckhand-scheduler places them, deckhand runs them)
+  $KUBECTL delete pod <one of them>; $KUBECTL get pods -o wide   (a replacement is placed and runs)
 
   $CRICTL pods; $CRICTL ps -a      (CRI view; /etc/crictl.yaml points at containerd)
 
-  (no scheduler: pods must set spec.nodeName)
   deckhand log: $DECKHAND_LOG       state: . $STATE/env
-  hack/local-up.sh status | restart-deckhand | down [--purge]
+  deckhand-scheduler log: $SCHEDULER_LOG
+  hack/local-up.sh status | restart-deckhand | restart-scheduler | down [--purge]
 EOF
 }
 
@@ -1046,6 +1113,7 @@ cmd_down() {
     local i; for i in $(seq 1 50); do containerd_answers && break; sleep 0.2; done
   fi
   cri_cleanup
+  stop_daemon deckhand-scheduler
   stop_daemon kube-controller-manager
   stop_daemon kube-apiserver
   stop_daemon etcd
@@ -1086,17 +1154,18 @@ cmd_down() {
 # ---------------------------------------------------------------------------------------------
 cmd_status() {
   local rc=0 name pid check
-  for name in etcd kube-apiserver kube-controller-manager containerd registry deckhand; do
+  for name in etcd kube-apiserver kube-controller-manager containerd registry deckhand deckhand-scheduler; do
     pid=$(pid_of "$name")
     case $name in
       etcd) check=etcd_healthy ;; kube-apiserver) check=apiserver_ready ;;
       kube-controller-manager) check=kcm_healthy ;; containerd) check=containerd_healthy ;;
-      registry) check=registry_healthy ;; deckhand) check=true ;;
+      registry) check=registry_healthy ;; deckhand|deckhand-scheduler) check=true ;;
     esac
     if [ -z "$pid" ]; then
       # deckhand is the component under test and comes and goes; it does not count for the exit code
-      printf '%-24s stopped\n' "$name"; [ "$name" = deckhand ] || rc=1
-    elif [ "$name" = deckhand ]; then
+      # (deckhand-scheduler likewise)
+      printf '%-24s stopped\n' "$name"; [ "$name" = deckhand ] || [ "$name" = deckhand-scheduler ] || rc=1
+    elif [ "$name" = deckhand ] || [ "$name" = deckhand-scheduler ]; then
       printf '%-24s running (pid %s)\n' "$name" "$pid"
     elif "$check"; then
       printf '%-24s running (pid %s), healthy\n' "$name" "$pid"
@@ -1133,6 +1202,8 @@ cmd_up() {
   step_containerd
   step_images
   write_env
+  build_scheduler || die "deckhand-scheduler could not be built"
+  start_scheduler || die_log deckhand-scheduler "deckhand-scheduler did not start"
   build_deckhand
   start_deckhand
   log "up: done in $((SECONDS - T0))s"
@@ -1144,6 +1215,15 @@ cmd_restart_deckhand() {
   build_deckhand   # first, so a failed build leaves the running deckhand alone
   stop_deckhand
   start_deckhand
+  # keep the scheduler current too (restarted only if its binary or command line changed)
+  build_scheduler && start_scheduler || warn "deckhand-scheduler is not running from the current source"
+}
+
+cmd_restart_scheduler() {
+  [ -n "$(pid_of kube-apiserver)" ] || die "the cluster is not up (run hack/local-up.sh first)"
+  build_scheduler || die "deckhand-scheduler could not be built"
+  stop_daemon deckhand-scheduler
+  start_scheduler || die_log deckhand-scheduler "deckhand-scheduler did not start"
 }
 
 # one harness run at a time: tests may call restart-deckhand while someone else runs up or down
@@ -1164,8 +1244,9 @@ main() {
     down) take_lock; cmd_down "$@" ;;
     status) cmd_status ;;
     restart-deckhand) take_lock; cmd_restart_deckhand ;;
+    restart-scheduler) take_lock; cmd_restart_scheduler ;;
     -h|--help|help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand)" ;;
+    *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand | restart-scheduler)" ;;
   esac
 }
 

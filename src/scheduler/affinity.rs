@@ -7,7 +7,9 @@
 //! dropped; a term with an invalid requirement never matches; `NotIn` and `DoesNotExist` match nodes
 //! without the label; `Gt`/`Lt` compare the label as a base-10 int64 and fail when it is not one.
 
-use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod};
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The field key node affinity's `matchFields` may use.
@@ -69,8 +71,12 @@ impl Requirement {
             Op::NotIn(set) => v.is_none_or(|v| !set.contains(v)),
             Op::Exists => v.is_some(),
             Op::DoesNotExist => v.is_none(),
-            Op::Gt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|x| x > *n),
-            Op::Lt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|x| x < *n),
+            Op::Gt(n) => v
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|x| x > *n),
+            Op::Lt(n) => v
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|x| x < *n),
         }
     }
 }
@@ -280,9 +286,11 @@ mod tests {
     }
 
     fn pod_with_required(exprs: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({"spec": {"containers": [], "affinity": {"nodeAffinity": {
+        serde_json::from_value(
+            json!({"spec": {"containers": [], "affinity": {"nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": exprs}]}}}}}))
+                {"matchExpressions": exprs}]}}}}}),
+        )
         .unwrap()
     }
 
@@ -300,7 +308,11 @@ mod tests {
             (req("zone", "NotIn", &["b"]), true, true),
             (req("zone", "NotIn", &["a"]), false, true),
             (json!({"key": "zone", "operator": "Exists"}), true, false),
-            (json!({"key": "zone", "operator": "DoesNotExist"}), false, true),
+            (
+                json!({"key": "zone", "operator": "DoesNotExist"}),
+                false,
+                true,
+            ),
             (req("gen", "Gt", &["4"]), true, false),
             (req("gen", "Gt", &["5"]), false, false),
             (req("gen", "Lt", &["6"]), true, false),
@@ -354,7 +366,10 @@ mod tests {
             prefilter_node_names(&p),
             Some(["n1".to_string()].into_iter().collect())
         );
-        assert_eq!(prefilter_node_names(&pod_with_required(json!([req("a", "Exists", &[])]))), None);
+        assert_eq!(
+            prefilter_node_names(&pod_with_required(json!([req("a", "Exists", &[])]))),
+            None
+        );
     }
 
     #[test]
@@ -366,7 +381,10 @@ mod tests {
                 {"weight": 0, "preference": {"matchExpressions": [req("zone", "In", &["a"])]}}]}}}}))
         .unwrap();
         let pref = PreferredNodeAffinity::of(&p);
-        assert_eq!(pref.score(&node("n", json!({"zone": "a", "disk": "x"}))), 13);
+        assert_eq!(
+            pref.score(&node("n", json!({"zone": "a", "disk": "x"}))),
+            13
+        );
         assert_eq!(pref.score(&node("n", json!({"disk": "x"}))), 3);
         assert_eq!(pref.score(&node("n", json!({}))), 0);
     }

@@ -211,9 +211,11 @@ mod tests {
     }
 
     fn pod(uid: &str, node: Option<&str>, cpu: &str) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": uid, "namespace": "ns", "uid": uid},
+        serde_json::from_value(
+            json!({"metadata": {"name": uid, "namespace": "ns", "uid": uid},
             "spec": {"nodeName": node, "containers": [{"name": "c",
-                "resources": {"requests": {"cpu": cpu}}}]}}))
+                "resources": {"requests": {"cpu": cpu}}}]}}),
+        )
         .unwrap()
     }
 
@@ -230,7 +232,11 @@ mod tests {
         assert_eq!(c.node("a").unwrap().requested.milli_cpu, 500);
         assert_eq!(c.node("a").unwrap().pod_count(), 1);
         c.forget("p");
-        assert_eq!(c.node("a").unwrap().pod_count(), 1, "confirmed pods are not forgotten");
+        assert_eq!(
+            c.node("a").unwrap().pod_count(),
+            1,
+            "confirmed pods are not forgotten"
+        );
 
         c.assume(&pod("q", None, "1"), "a");
         c.forget("q");

@@ -299,7 +299,12 @@ mod tests {
         if spec["containers"].is_null() {
             spec["containers"] = json!([{"name": "c"}]);
         }
-        SchedPod::new(&serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})).unwrap())
+        SchedPod::new(
+            &serde_json::from_value(
+                json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}),
+            )
+            .unwrap(),
+        )
     }
 
     fn reasons(r: Option<Rejection>) -> Vec<String> {
@@ -312,9 +317,14 @@ mod tests {
         let r = node_unschedulable(&pod(json!({})), &n).unwrap();
         assert_eq!(r.reasons, ["node(s) were unschedulable"]);
         assert_eq!(r.code, Code::UnschedulableAndUnresolvable);
-        let tol = pod(json!({"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]}));
+        let tol = pod(
+            json!({"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]}),
+        );
         assert!(node_unschedulable(&tol, &n).is_none());
-        assert!(node_unschedulable(&pod(json!({})), &node(json!({"metadata": {"name": "n"}}))).is_none());
+        assert!(
+            node_unschedulable(&pod(json!({})), &node(json!({"metadata": {"name": "n"}})))
+                .is_none()
+        );
     }
 
     #[test]
@@ -331,7 +341,9 @@ mod tests {
     #[test]
     fn untolerated_no_schedule_and_no_execute_taints_reject() {
         let tainted = |effect: &str| {
-            node(json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k", "value": "v", "effect": effect}]}}))
+            node(
+                json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k", "value": "v", "effect": effect}]}}),
+            )
         };
         assert_eq!(
             reasons(taint_toleration(&pod(json!({})), &tainted("NoSchedule"))),
@@ -345,12 +357,22 @@ mod tests {
 
     #[test]
     fn not_ready_and_unreachable_taints_keep_pods_off() {
-        for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
-            let n = node(json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": key, "effect": "NoSchedule"}]}}));
+        for key in [
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable",
+        ] {
+            let n = node(
+                json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": key, "effect": "NoSchedule"}]}}),
+            );
             assert!(taint_toleration(&pod(json!({})), &n).is_some(), "{key}");
             // the DefaultTolerationSeconds admission tolerations are NoExecute only
-            let p = pod(json!({"tolerations": [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]}));
-            assert!(taint_toleration(&p, &n).is_some(), "{key} NoSchedule vs NoExecute toleration");
+            let p = pod(
+                json!({"tolerations": [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]}),
+            );
+            assert!(
+                taint_toleration(&p, &n).is_some(),
+                "{key} NoSchedule vs NoExecute toleration"
+            );
         }
     }
 
@@ -358,7 +380,10 @@ mod tests {
     fn node_selector_mismatch_message() {
         let n = node(json!({"metadata": {"name": "n", "labels": {"disk": "hdd"}}}));
         let r = node_affinity(&pod(json!({"nodeSelector": {"disk": "ssd"}})), &n).unwrap();
-        assert_eq!(r.reasons, ["node(s) didn't match Pod's node affinity/selector"]);
+        assert_eq!(
+            r.reasons,
+            ["node(s) didn't match Pod's node affinity/selector"]
+        );
         assert_eq!(r.code, Code::UnschedulableAndUnresolvable);
         assert!(node_affinity(&pod(json!({"nodeSelector": {"disk": "hdd"}})), &n).is_none());
     }
@@ -370,16 +395,25 @@ mod tests {
             "ports": [{"containerPort": 80, "hostPort": 80}]}]}}))
         .unwrap();
         n.add_pod("u", PodAccount::of(&user));
-        let p = pod(json!({"containers": [{"name": "c", "ports": [{"containerPort": 8080, "hostPort": 80}]}]}));
+        let p = pod(
+            json!({"containers": [{"name": "c", "ports": [{"containerPort": 8080, "hostPort": 80}]}]}),
+        );
         let r = node_ports(&p, &n).unwrap();
-        assert_eq!(r.reasons, ["node(s) didn't have free ports for the requested pod ports"]);
+        assert_eq!(
+            r.reasons,
+            ["node(s) didn't have free ports for the requested pod ports"]
+        );
         assert_eq!(r.code, Code::Unschedulable);
-        let other = pod(json!({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 81}]}]}));
+        let other = pod(
+            json!({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 81}]}]}),
+        );
         assert!(node_ports(&other, &n).is_none());
     }
 
     fn req_pod(cpu: &str, mem: &str) -> SchedPod {
-        pod(json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": mem}}}]}))
+        pod(
+            json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": mem}}}]}),
+        )
     }
 
     #[test]
@@ -387,7 +421,11 @@ mod tests {
         let mut n = node(json!({"metadata": {"name": "n"}}));
         let r = node_resources_fit(&req_pod("3", "5Gi"), &n).unwrap();
         assert_eq!(r.reasons, ["Insufficient cpu", "Insufficient memory"]);
-        assert_eq!(r.code, Code::UnschedulableAndUnresolvable, "more than allocatable");
+        assert_eq!(
+            r.code,
+            Code::UnschedulableAndUnresolvable,
+            "more than allocatable"
+        );
         // used by other pods: resolvable by preemption
         let hog: Pod = serde_json::from_value(json!({"spec": {"containers": [{"name": "c",
             "resources": {"requests": {"cpu": "1500m"}}}]}}))
@@ -396,15 +434,22 @@ mod tests {
         let r = node_resources_fit(&req_pod("1", "1Gi"), &n).unwrap();
         assert_eq!(r.reasons, ["Insufficient cpu"]);
         assert_eq!(r.code, Code::Unschedulable);
-        assert!(node_resources_fit(&req_pod("500m", "1Gi"), &n).is_none(), "exactly fits");
+        assert!(
+            node_resources_fit(&req_pod("500m", "1Gi"), &n).is_none(),
+            "exactly fits"
+        );
     }
 
     #[test]
     fn resources_fit_checks_ephemeral_storage_extended_resources_and_pod_count() {
-        let n = node(json!({"metadata": {"name": "n"}, "status": {"allocatable": {
-            "cpu": "2", "memory": "4Gi", "pods": "0", "ephemeral-storage": "1Gi", "example.com/gpu": "1"}}}));
-        let p = pod(json!({"containers": [{"name": "c", "resources": {"requests": {
-            "ephemeral-storage": "2Gi", "example.com/gpu": "2", "example.com/fpga": "1"}}}]}));
+        let n = node(
+            json!({"metadata": {"name": "n"}, "status": {"allocatable": {
+            "cpu": "2", "memory": "4Gi", "pods": "0", "ephemeral-storage": "1Gi", "example.com/gpu": "1"}}}),
+        );
+        let p = pod(
+            json!({"containers": [{"name": "c", "resources": {"requests": {
+            "ephemeral-storage": "2Gi", "example.com/gpu": "2", "example.com/fpga": "1"}}}]}),
+        );
         let mut got = reasons(node_resources_fit(&p, &n));
         got.sort();
         assert_eq!(
@@ -417,7 +462,10 @@ mod tests {
             ]
         );
         // a pod that requests nothing is only checked for the pod count
-        assert_eq!(reasons(node_resources_fit(&pod(json!({})), &n)), ["Too many pods"]);
+        assert_eq!(
+            reasons(node_resources_fit(&pod(json!({})), &n)),
+            ["Too many pods"]
+        );
     }
 
     #[test]
@@ -437,7 +485,15 @@ mod tests {
         let n = node(json!({"metadata": {"name": "n"},
             "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}));
         let r = run_filters(&req_pod("10", "1Gi"), &n).unwrap();
-        assert_eq!(r.plugin, plugin::TAINT_TOLERATION, "taints are checked before resources");
-        assert!(run_filters(&req_pod("1", "1Gi"), &node(json!({"metadata": {"name": "n"}}))).is_none());
+        assert_eq!(
+            r.plugin,
+            plugin::TAINT_TOLERATION,
+            "taints are checked before resources"
+        );
+        assert!(run_filters(
+            &req_pod("1", "1Gi"),
+            &node(json!({"metadata": {"name": "n"}}))
+        )
+        .is_none());
     }
 }

@@ -213,12 +213,27 @@ mod tests {
     fn wildcard_and_specific_host_ports_conflict_like_kube_scheduler() {
         let mut used = HostPortInfo::default();
         used.add(&HostPort::new("127.0.0.1", "TCP", 8080));
-        assert!(used.conflicts(&HostPort::new("", "TCP", 8080)), "0.0.0.0 vs any IP");
-        assert!(used.conflicts(&HostPort::new("127.0.0.1", "", 8080)), "same IP, TCP default");
-        assert!(!used.conflicts(&HostPort::new("127.0.0.2", "TCP", 8080)), "other IP");
-        assert!(!used.conflicts(&HostPort::new("127.0.0.1", "UDP", 8080)), "other protocol");
+        assert!(
+            used.conflicts(&HostPort::new("", "TCP", 8080)),
+            "0.0.0.0 vs any IP"
+        );
+        assert!(
+            used.conflicts(&HostPort::new("127.0.0.1", "", 8080)),
+            "same IP, TCP default"
+        );
+        assert!(
+            !used.conflicts(&HostPort::new("127.0.0.2", "TCP", 8080)),
+            "other IP"
+        );
+        assert!(
+            !used.conflicts(&HostPort::new("127.0.0.1", "UDP", 8080)),
+            "other protocol"
+        );
         used.add(&HostPort::new("", "UDP", 53));
-        assert!(used.conflicts(&HostPort::new("10.0.0.1", "UDP", 53)), "specific vs wildcard");
+        assert!(
+            used.conflicts(&HostPort::new("10.0.0.1", "UDP", 53)),
+            "specific vs wildcard"
+        );
         used.remove(&HostPort::new("0.0.0.0", "UDP", 53));
         assert!(!used.conflicts(&HostPort::new("10.0.0.1", "UDP", 53)));
     }
@@ -237,7 +252,10 @@ mod tests {
         ni.add_pod("u1", PodAccount::of(&pod));
         assert_eq!(ni.pod_count(), 1, "re-adding the same UID replaces it");
         assert_eq!(ni.requested.milli_cpu, 500);
-        assert_eq!(ni.non_zero_mem, crate::scheduler::resources::DEFAULT_MEMORY_REQUEST);
+        assert_eq!(
+            ni.non_zero_mem,
+            crate::scheduler::resources::DEFAULT_MEMORY_REQUEST
+        );
         assert!(ni.used_ports.conflicts(&HostPort::new("", "TCP", 8080)));
         assert!(ni.remove_pod("u1"));
         assert_eq!(ni.requested, Resource::default());

@@ -175,7 +175,8 @@ impl SchedulingQueue {
             Where::Backoff | Where::ErrorBackoff => {
                 let p = p.clone();
                 let exp = self.backoff_expiry(&p);
-                self.backoff.push((Reverse(exp), Reverse(seq), uid.to_string()));
+                self.backoff
+                    .push((Reverse(exp), Reverse(seq), uid.to_string()));
             }
             _ => {}
         }
@@ -188,7 +189,11 @@ impl SchedulingQueue {
             self.update(pod, now);
             return;
         }
-        let loc = if gated(&pod) { Where::Gated } else { Where::Active };
+        let loc = if gated(&pod) {
+            Where::Gated
+        } else {
+            Where::Active
+        };
         self.pods.insert(
             uid.clone(),
             QueuedPod {
@@ -340,8 +345,12 @@ impl SchedulingQueue {
     /// request (a cluster event that could help) arrived while it was being scheduled.
     pub fn done_unschedulable(&mut self, uid: &str, now: Instant) {
         let move_request_cycle = self.move_request_cycle;
-        let Some(p) = self.pods.get_mut(uid) else { return };
-        let Where::InFlight(cycle) = p.location else { return };
+        let Some(p) = self.pods.get_mut(uid) else {
+            return;
+        };
+        let Where::InFlight(cycle) = p.location else {
+            return;
+        };
         p.unschedulable_count += 1;
         p.consecutive_errors = 0;
         p.timestamp = now;
@@ -372,7 +381,9 @@ impl SchedulingQueue {
                 },
             );
         }
-        let Some(p) = self.pods.get_mut(uid) else { return };
+        let Some(p) = self.pods.get_mut(uid) else {
+            return;
+        };
         p.consecutive_errors += 1;
         p.timestamp = now;
         self.place(uid, Where::ErrorBackoff);
@@ -386,7 +397,11 @@ impl SchedulingQueue {
     /// A cluster event that may make some unschedulable pods fit: those for which `helps`
     /// returns true go back to the active queue (or back-off, if theirs has not ended), and pods
     /// in flight will back off instead of parking (`MoveAllToActiveOrBackoffQueue`).
-    pub fn move_unschedulable(&mut self, now: Instant, mut helps: impl FnMut(&QueuedPod) -> bool) -> usize {
+    pub fn move_unschedulable(
+        &mut self,
+        now: Instant,
+        mut helps: impl FnMut(&QueuedPod) -> bool,
+    ) -> usize {
         self.move_request_cycle = self.scheduling_cycle;
         let uids: Vec<String> = self
             .pods
@@ -409,8 +424,10 @@ mod tests {
 
     fn pod(uid: &str, priority: i32) -> Arc<Pod> {
         Arc::new(
-            serde_json::from_value(json!({"metadata": {"name": uid, "namespace": "ns", "uid": uid},
-                "spec": {"containers": [], "priority": priority}}))
+            serde_json::from_value(
+                json!({"metadata": {"name": uid, "namespace": "ns", "uid": uid},
+                "spec": {"containers": [], "priority": priority}}),
+            )
             .unwrap(),
         )
     }
@@ -445,7 +462,10 @@ mod tests {
             p.unschedulable_count = n;
             p.backoff_duration(INITIAL_BACKOFF, MAX_BACKOFF).as_secs()
         };
-        assert_eq!([d(0), d(1), d(2), d(3), d(4), d(5), d(40)], [0, 1, 2, 4, 8, 10, 10]);
+        assert_eq!(
+            [d(0), d(1), d(2), d(3), d(4), d(5), d(40)],
+            [0, 1, 2, 4, 8, 10, 10]
+        );
     }
 
     #[test]
@@ -464,7 +484,10 @@ mod tests {
             assert!(q.pop(t0 + Duration::from_secs(i)).is_none());
         }
         // an event that helps only "a"
-        assert_eq!(q.move_unschedulable(t0 + Duration::from_secs(100), |p| p.uid == "a"), 1);
+        assert_eq!(
+            q.move_unschedulable(t0 + Duration::from_secs(100), |p| p.uid == "a"),
+            1
+        );
         assert_eq!(q.pop(t0 + Duration::from_secs(100)).unwrap().uid, "a");
         assert_eq!(q.location("b"), Some(Where::Unschedulable));
     }
@@ -477,7 +500,11 @@ mod tests {
         let p = q.pop(t0).unwrap();
         q.done_unschedulable(&p.uid, t0);
         q.move_unschedulable(t0, |_| true);
-        assert_eq!(q.location("a"), Some(Where::Backoff), "1 s back-off not over");
+        assert_eq!(
+            q.location("a"),
+            Some(Where::Backoff),
+            "1 s back-off not over"
+        );
         // active queue empty: popped from back-off anyway (SchedulerPopFromBackoffQ)
         assert_eq!(q.pop(t0).unwrap().uid, "a");
     }

@@ -163,7 +163,9 @@ impl Resource {
             match name.as_str() {
                 CPU => r.milli_cpu = r.milli_cpu.max(milli_to_i64(*m)),
                 MEMORY => r.memory = r.memory.max(milli_to_value(*m)),
-                EPHEMERAL_STORAGE => r.ephemeral_storage = r.ephemeral_storage.max(milli_to_value(*m)),
+                EPHEMERAL_STORAGE => {
+                    r.ephemeral_storage = r.ephemeral_storage.max(milli_to_value(*m))
+                }
                 other if is_scalar_resource_name(other) => {
                     let e = r.scalar.entry(other.to_string()).or_insert(0);
                     *e = (*e).max(milli_to_value(*m));
@@ -266,7 +268,11 @@ pub fn pod_requests(pod: &Pod, opts: &RequestOptions) -> ResourceList {
                 if let Some(res) = cs.resources.as_ref() {
                     let actuated = parse_list(res.requests.as_ref());
                     let allocated = parse_list(cs.allocated_resources.as_ref());
-                    let mut eff = if infeasible { ResourceList::new() } else { reqs.clone() };
+                    let mut eff = if infeasible {
+                        ResourceList::new()
+                    } else {
+                        reqs.clone()
+                    };
                     max_list(&mut eff, &actuated);
                     max_list(&mut eff, &allocated);
                     reqs = eff;
@@ -402,7 +408,9 @@ mod tests {
 
     #[test]
     fn regular_containers_are_summed() {
-        let p = pod(serde_json::json!({"spec": {"containers": [c("a", "100m", "1Gi"), c("b", "1", "1Gi")]}}));
+        let p = pod(
+            serde_json::json!({"spec": {"containers": [c("a", "100m", "1Gi"), c("b", "1", "1Gi")]}}),
+        );
         let r = fit_request(&p);
         assert_eq!(r.milli_cpu, 1100);
         assert_eq!(r.memory, 2 << 30);
@@ -434,8 +442,10 @@ mod tests {
 
     #[test]
     fn overhead_is_added() {
-        let p = pod(serde_json::json!({"spec": {"containers": [c("a", "1", "1Gi")],
-            "overhead": {"cpu": "250m", "memory": "120Mi"}}}));
+        let p = pod(
+            serde_json::json!({"spec": {"containers": [c("a", "1", "1Gi")],
+            "overhead": {"cpu": "250m", "memory": "120Mi"}}}),
+        );
         let r = fit_request(&p);
         assert_eq!(r.milli_cpu, 1250);
         assert_eq!(r.memory, (1 << 30) + (120 << 20));
@@ -443,8 +453,10 @@ mod tests {
 
     #[test]
     fn pod_level_requests_replace_container_sums() {
-        let p = pod(serde_json::json!({"spec": {"containers": [c("a", "1", "1Gi")],
-            "resources": {"requests": {"cpu": "3"}}}}));
+        let p = pod(
+            serde_json::json!({"spec": {"containers": [c("a", "1", "1Gi")],
+            "resources": {"requests": {"cpu": "3"}}}}),
+        );
         let r = fit_request(&p);
         assert_eq!(r.milli_cpu, 3000);
         assert_eq!(r.memory, 1 << 30);
@@ -452,8 +464,10 @@ mod tests {
 
     #[test]
     fn extended_resources_are_scalar() {
-        let p = pod(serde_json::json!({"spec": {"containers": [{"name": "a", "image": "x",
-            "resources": {"requests": {"example.com/gpu": "2", "hugepages-2Mi": "4Mi"}}}]}}));
+        let p = pod(
+            serde_json::json!({"spec": {"containers": [{"name": "a", "image": "x",
+            "resources": {"requests": {"example.com/gpu": "2", "hugepages-2Mi": "4Mi"}}}]}}),
+        );
         let r = fit_request(&p);
         assert_eq!(r.scalar("example.com/gpu"), 2);
         assert_eq!(r.scalar("hugepages-2Mi"), 4 << 20);
@@ -477,13 +491,19 @@ mod tests {
 
     #[test]
     fn running_pods_count_the_larger_of_spec_and_resized_status() {
-        let p = pod(serde_json::json!({"spec": {"containers": [c("a", "1", "1Gi")]},
+        let p = pod(
+            serde_json::json!({"spec": {"containers": [c("a", "1", "1Gi")]},
             "status": {"containerStatuses": [{"name": "a", "image": "x", "imageID": "",
                 "ready": true, "restartCount": 0,
                 "resources": {"requests": {"cpu": "2", "memory": "1Gi"}},
-                "allocatedResources": {"cpu": "2", "memory": "1Gi"}}]}}));
+                "allocatedResources": {"cpu": "2", "memory": "1Gi"}}]}}),
+        );
         assert_eq!(pod_resource(&p).resource.milli_cpu, 2000);
-        assert_eq!(fit_request(&p).milli_cpu, 1000, "an unscheduled pod uses its spec");
+        assert_eq!(
+            fit_request(&p).milli_cpu,
+            1000,
+            "an unscheduled pod uses its spec"
+        );
     }
 
     #[test]
@@ -494,7 +514,12 @@ mod tests {
         .unwrap();
         let r = node_allocatable(&n);
         assert_eq!(
-            (r.milli_cpu, r.memory, r.allowed_pod_number, r.ephemeral_storage),
+            (
+                r.milli_cpu,
+                r.memory,
+                r.allowed_pod_number,
+                r.ephemeral_storage
+            ),
             (2000, 4 << 30, 110, 10 << 30)
         );
         assert_eq!(r.scalar("example.com/gpu"), 1);

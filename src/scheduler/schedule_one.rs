@@ -181,13 +181,20 @@ pub fn schedule(
         }
     }
     let candidates: Vec<&NodeInfo> = match restrict {
-        Some(names) => nodes.iter().copied().filter(|ni| names.contains(&ni.name)).collect(),
+        Some(names) => nodes
+            .iter()
+            .copied()
+            .filter(|ni| names.contains(&ni.name))
+            .collect(),
         None => nodes.to_vec(),
     };
     let absent = restrict.map(|_| Rejection {
         plugin: plugin::NODE_AFFINITY,
         code: Code::UnschedulableAndUnresolvable,
-        reasons: vec![format!("node(s) didn't satisfy plugin(s) [{}]", plugin::NODE_AFFINITY)],
+        reasons: vec![format!(
+            "node(s) didn't satisfy plugin(s) [{}]",
+            plugin::NODE_AFFINITY
+        )],
     });
 
     let to_find = num_feasible_nodes_to_find(candidates.len());
@@ -249,17 +256,27 @@ pub fn preemption_message(
         return Some("preemption: not eligible due to preemptionPolicy=Never.".into());
     }
     let n = nodes.len();
-    let by_name: BTreeMap<&str, &NodeInfo> = nodes.iter().map(|ni| (ni.name.as_str(), *ni)).collect();
+    let by_name: BTreeMap<&str, &NodeInfo> =
+        nodes.iter().map(|ni| (ni.name.as_str(), *ni)).collect();
     let mut potential: Vec<&NodeInfo> = fit
         .statuses
         .iter()
         .filter(|(_, r)| r.code == Code::Unschedulable)
         .filter_map(|(name, _)| by_name.get(name.as_str()).copied())
         .collect();
-    if fit.absent.as_ref().is_some_and(|a| a.code == Code::Unschedulable) {
+    if fit
+        .absent
+        .as_ref()
+        .is_some_and(|a| a.code == Code::Unschedulable)
+    {
         let explicit: std::collections::HashSet<&str> =
             fit.statuses.iter().map(|(n, _)| n.as_str()).collect();
-        potential.extend(nodes.iter().copied().filter(|ni| !explicit.contains(ni.name.as_str())));
+        potential.extend(
+            nodes
+                .iter()
+                .copied()
+                .filter(|ni| !explicit.contains(ni.name.as_str())),
+        );
     }
     let not_helpful = Rejection {
         plugin: "DefaultPreemption",
@@ -344,7 +361,12 @@ mod tests {
         if spec["containers"].is_null() {
             spec["containers"] = json!([{"name": "c"}]);
         }
-        SchedPod::new(&serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec})).unwrap())
+        SchedPod::new(
+            &serde_json::from_value(
+                json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}),
+            )
+            .unwrap(),
+        )
     }
 
     fn cpu_pod(cpu: &str) -> SchedPod {
@@ -366,7 +388,11 @@ mod tests {
         assert_eq!(num_feasible_nodes_to_find(100), 100);
         assert_eq!(num_feasible_nodes_to_find(1000), 420);
         assert_eq!(num_feasible_nodes_to_find(5000), 500);
-        assert_eq!(num_feasible_nodes_to_find(200), 100, "49 % of 200 is below the minimum");
+        assert_eq!(
+            num_feasible_nodes_to_find(200),
+            100,
+            "49 % of 200 is below the minimum"
+        );
     }
 
     #[test]
@@ -404,7 +430,10 @@ mod tests {
     #[test]
     fn taint_and_cordon_messages() {
         let nodes = [
-            node("a", json!({"taints": [{"key": "k", "effect": "NoSchedule"}]})),
+            node(
+                "a",
+                json!({"taints": [{"key": "k", "effect": "NoSchedule"}]}),
+            ),
             node("b", json!({"unschedulable": true})),
         ];
         assert_eq!(
@@ -433,7 +462,9 @@ mod tests {
             "ports": [{"containerPort": 80, "hostPort": 80}]}]}}))
         .unwrap();
         a.add_pod("u", PodAccount::of(&user));
-        let p = pod(json!({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]}));
+        let p = pod(
+            json!({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]}),
+        );
         assert_eq!(
             msg(&p, &[a, node("b", json!({"labels": {}, "taints": [{"key": "x", "effect": "NoExecute"}]}))]),
             "0/2 nodes are available: 1 node(s) didn't have free ports for the requested pod ports, 1 node(s) had untolerated taint(s). preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
@@ -447,13 +478,20 @@ mod tests {
             "resources": {"requests": {"cpu": "2"}}}]}}))
         .unwrap();
         a.add_pod("hog", PodAccount::of(&hog));
-        let p = pod(json!({"priority": 1000, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}));
-        assert_eq!(msg(&p, &[a]), "0/1 nodes are available: 1 Insufficient cpu.");
+        let p = pod(
+            json!({"priority": 1000, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}),
+        );
+        assert_eq!(
+            msg(&p, &[a]),
+            "0/1 nodes are available: 1 Insufficient cpu."
+        );
     }
 
     #[test]
     fn preemption_policy_never() {
-        let p = pod(json!({"preemptionPolicy": "Never", "containers": [{"name": "c", "resources": {"requests": {"cpu": "10"}}}]}));
+        let p = pod(
+            json!({"preemptionPolicy": "Never", "containers": [{"name": "c", "resources": {"requests": {"cpu": "10"}}}]}),
+        );
         assert_eq!(
             msg(&p, &[node("a", json!({}))]),
             "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
@@ -462,16 +500,24 @@ mod tests {
 
     #[test]
     fn no_nodes_at_all() {
-        assert_eq!(run(&pod(json!({})), &[]).unwrap_err(), ScheduleError::NoNodes);
-        assert_eq!(ScheduleError::NoNodes.message(), "no nodes available to schedule pods");
+        assert_eq!(
+            run(&pod(json!({})), &[]).unwrap_err(),
+            ScheduleError::NoNodes
+        );
+        assert_eq!(
+            ScheduleError::NoNodes.message(),
+            "no nodes available to schedule pods"
+        );
     }
 
     #[test]
     fn conflicting_match_fields_fail_in_prefilter() {
-        let p = pod(json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        let p = pod(
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": ["a"]},
-                {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}}));
+                {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}}),
+        );
         assert_eq!(
             msg(&p, &[node("a", json!({})), node("b", json!({}))]),
             "0/2 nodes are available: pod affinity terms conflict. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
@@ -480,16 +526,25 @@ mod tests {
 
     #[test]
     fn match_fields_restrict_the_search() {
-        let p = pod(json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        let p = pod(
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}},
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "5"}}}]}));
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "5"}}}]}),
+        );
         assert_eq!(
             msg(&p, &[node("a", json!({})), node("b", json!({})), node("c", json!({}))]),
             "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
         );
-        let ok = pod(json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}}));
-        assert_eq!(run(&ok, &[node("a", json!({})), node("b", json!({}))]).unwrap().node, "b");
+        let ok = pod(
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}}),
+        );
+        assert_eq!(
+            run(&ok, &[node("a", json!({})), node("b", json!({}))])
+                .unwrap()
+                .node,
+            "b"
+        );
     }
 
     #[test]
@@ -511,7 +566,9 @@ mod tests {
 
     #[test]
     fn large_clusters_stop_after_enough_feasible_nodes() {
-        let nodes: Vec<NodeInfo> = (0..1000).map(|i| node(&format!("n{i}"), json!({}))).collect();
+        let nodes: Vec<NodeInfo> = (0..1000)
+            .map(|i| node(&format!("n{i}"), json!({})))
+            .collect();
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
         let mut st = SearchState::default();
         let placed = schedule(&cpu_pod("100m"), &refs, &mut st, &mut rand::rng()).unwrap();
@@ -544,17 +601,22 @@ mod tests {
                 0u8..3,
                 any::<bool>(),
                 proptest::bool::weighted(0.2),
-                proptest::collection::vec((0u32..1500, 0u32..1500, proptest::option::of(80u16..83)), 0..3),
+                proptest::collection::vec(
+                    (0u32..1500, 0u32..1500, proptest::option::of(80u16..83)),
+                    0..3,
+                ),
             )
-                .prop_map(|(cpu_m, mem_mi, max_pods, zone, tainted, cordoned, used)| NodeSpec {
-                    cpu_m,
-                    mem_mi,
-                    max_pods,
-                    zone,
-                    tainted,
-                    cordoned,
-                    used,
-                })
+                .prop_map(
+                    |(cpu_m, mem_mi, max_pods, zone, tainted, cordoned, used)| NodeSpec {
+                        cpu_m,
+                        mem_mi,
+                        max_pods,
+                        zone,
+                        tainted,
+                        cordoned,
+                        used,
+                    },
+                )
         }
 
         fn build(i: usize, s: &NodeSpec) -> NodeInfo {
@@ -572,7 +634,9 @@ mod tests {
                 .unwrap(),
             ));
             for (j, (cpu, mem, port)) in s.used.iter().enumerate() {
-                let ports = port.map(|p| json!([{"containerPort": 1, "hostPort": p}])).unwrap_or(json!([]));
+                let ports = port
+                    .map(|p| json!([{"containerPort": 1, "hostPort": p}]))
+                    .unwrap_or(json!([]));
                 let p: Pod = serde_json::from_value(json!({"spec": {"containers": [{"name": "c",
                     "ports": ports,
                     "resources": {"requests": {"cpu": format!("{cpu}m"), "memory": format!("{mem}Mi")}}}]}}))

@@ -28,8 +28,14 @@ fn least_requested(requested: i64, capacity: i64) -> i64 {
 /// the free fraction after placing the pod, from the "non-zero" requests. 0..=100.
 pub fn least_allocated(pod: &SchedPod, ni: &NodeInfo) -> i64 {
     let pairs = [
-        (ni.non_zero_cpu + pod.non_zero_request.0, ni.allocatable.milli_cpu),
-        (ni.non_zero_mem + pod.non_zero_request.1, ni.allocatable.memory),
+        (
+            ni.non_zero_cpu + pod.non_zero_request.0,
+            ni.allocatable.milli_cpu,
+        ),
+        (
+            ni.non_zero_mem + pod.non_zero_request.1,
+            ni.allocatable.memory,
+        ),
     ];
     let (mut score, mut weights) = (0, 0);
     for (req, cap) in pairs {
@@ -57,7 +63,12 @@ fn balance(requested: &[i64], allocatable: &[i64]) -> i64 {
         2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
         n if n > 2 => {
             let mean = fractions.iter().sum::<f64>() / n as f64;
-            (fractions.iter().map(|f| (f - mean) * (f - mean)).sum::<f64>() / n as f64).sqrt()
+            (fractions
+                .iter()
+                .map(|f| (f - mean) * (f - mean))
+                .sum::<f64>()
+                / n as f64)
+                .sqrt()
         }
         _ => 0.0,
     };
@@ -195,7 +206,8 @@ mod tests {
         // cpu (4-1)/4 = 75, memory (8-2)/8 = 75
         assert_eq!(least_allocated(&p, &empty), 75);
         let mut busy = node(json!({"metadata": {"name": "b"}}));
-        let other: Pod = serde_json::from_value(json!({"spec": {"containers": req("2", "4Gi")}})).unwrap();
+        let other: Pod =
+            serde_json::from_value(json!({"spec": {"containers": req("2", "4Gi")}})).unwrap();
         busy.add_pod("o", PodAccount::of(&other));
         // cpu (4-3)/4 = 25, memory (8-6)/8 = 25
         assert_eq!(least_allocated(&p, &busy), 25);
@@ -204,7 +216,9 @@ mod tests {
     #[test]
     fn least_allocated_counts_request_less_pods_as_100m_and_200mi() {
         let p = pod(json!({}));
-        let n = node(json!({"metadata": {"name": "a"}, "status": {"allocatable": {"cpu": "1", "memory": "1000Mi", "pods": "10"}}}));
+        let n = node(
+            json!({"metadata": {"name": "a"}, "status": {"allocatable": {"cpu": "1", "memory": "1000Mi", "pods": "10"}}}),
+        );
         // cpu (1000-100)*100/1000 = 90, memory (1000-200)*100/1000 = 80 → 85
         assert_eq!(least_allocated(&p, &n), 85);
     }
@@ -213,9 +227,20 @@ mod tests {
     fn balanced_allocation_rewards_improving_balance_and_skips_best_effort() {
         let n = node(json!({"metadata": {"name": "a"}}));
         // even pod on an empty node: balance stays perfect → 50 + (50 + 100 - 100)/2 = 75
-        assert_eq!(balanced_allocation(&pod(json!({"containers": req("2", "4Gi")})), &n), Some(75));
+        assert_eq!(
+            balanced_allocation(&pod(json!({"containers": req("2", "4Gi")})), &n),
+            Some(75)
+        );
         // cpu-only pod: fractions 0.5 / 0 → std 0.25 → with 75, without 100 → 50 + 25/2 = 62
-        assert_eq!(balanced_allocation(&pod(json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]})), &n), Some(62));
+        assert_eq!(
+            balanced_allocation(
+                &pod(
+                    json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]})
+                ),
+                &n
+            ),
+            Some(62)
+        );
         assert_eq!(balanced_allocation(&pod(json!({})), &n), None);
     }
 
@@ -237,19 +262,25 @@ mod tests {
 
     #[test]
     fn preferred_affinity_and_prefer_no_schedule_taints_steer_placement() {
-        let p = pod(json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 50, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}]}}}));
+        let p = pod(
+            json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 50, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}]}}}),
+        );
         let a = node(json!({"metadata": {"name": "a", "labels": {"zone": "a"}}}));
         let b = node(json!({"metadata": {"name": "b", "labels": {"zone": "b"}}}));
         let t = score_nodes(&p, &[&a, &b]);
         assert_eq!(t[0] - t[1], WEIGHT_NODE_AFFINITY * 100);
 
         let p = pod(json!({}));
-        let tainted = node(json!({"metadata": {"name": "t"}, "spec": {"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}}));
+        let tainted = node(
+            json!({"metadata": {"name": "t"}, "spec": {"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}}),
+        );
         let clean = node(json!({"metadata": {"name": "c"}}));
         let t = score_nodes(&p, &[&tainted, &clean]);
         assert_eq!(t[1] - t[0], WEIGHT_TAINT_TOLERATION * 100);
-        let tolerant = pod(json!({"tolerations": [{"key": "k", "operator": "Exists", "effect": "PreferNoSchedule"}]}));
+        let tolerant = pod(
+            json!({"tolerations": [{"key": "k", "operator": "Exists", "effect": "PreferNoSchedule"}]}),
+        );
         let t = score_nodes(&tolerant, &[&tainted, &clean]);
         assert_eq!(t[0], t[1]);
     }

@@ -56,7 +56,12 @@ pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) ->
 pub fn intolerable_prefer_no_schedule(taints: &[Taint], tolerations: &[Toleration]) -> i64 {
     let relevant: Vec<Toleration> = tolerations
         .iter()
-        .filter(|t| matches!(t.effect.as_deref(), None | Some("") | Some(PREFER_NO_SCHEDULE)))
+        .filter(|t| {
+            matches!(
+                t.effect.as_deref(),
+                None | Some("") | Some(PREFER_NO_SCHEDULE)
+            )
+        })
         .cloned()
         .collect();
     taints
@@ -81,14 +86,23 @@ mod tests {
     fn toleration_matching_rules() {
         let t = taint("dedicated", "gpu", NO_SCHEDULE);
         let cases = [
-            (json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}), true),
+            (
+                json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}),
+                true,
+            ),
             (json!({"key": "dedicated", "value": "gpu"}), true),
             (json!({"key": "dedicated", "value": "cpu"}), false),
             (json!({"key": "dedicated", "operator": "Exists"}), true),
-            (json!({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}), false),
+            (
+                json!({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}),
+                false,
+            ),
             (json!({"operator": "Exists"}), true),
             (json!({"key": "other", "operator": "Exists"}), false),
-            (json!({"key": "dedicated", "operator": "Gt", "value": "1"}), false),
+            (
+                json!({"key": "dedicated", "operator": "Gt", "value": "1"}),
+                false,
+            ),
         ];
         for (v, want) in cases {
             assert_eq!(tolerates(&tol(v.clone()), &t), want, "{v}");
@@ -101,14 +115,22 @@ mod tests {
             taint("a", "", PREFER_NO_SCHEDULE),
             taint(TAINT_NOT_READY, "", NO_EXECUTE),
         ];
-        assert_eq!(first_untolerated(&taints, &[]).map(|t| t.key.as_str()), Some(TAINT_NOT_READY));
-        let tolerations = [tol(json!({"key": TAINT_NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}))];
+        assert_eq!(
+            first_untolerated(&taints, &[]).map(|t| t.key.as_str()),
+            Some(TAINT_NOT_READY)
+        );
+        let tolerations = [tol(
+            json!({"key": TAINT_NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}),
+        )];
         assert!(first_untolerated(&taints, &tolerations).is_none());
     }
 
     #[test]
     fn prefer_no_schedule_counts_only_relevant_tolerations() {
-        let taints = vec![taint("a", "", PREFER_NO_SCHEDULE), taint("b", "", PREFER_NO_SCHEDULE)];
+        let taints = vec![
+            taint("a", "", PREFER_NO_SCHEDULE),
+            taint("b", "", PREFER_NO_SCHEDULE),
+        ];
         assert_eq!(intolerable_prefer_no_schedule(&taints, &[]), 2);
         let tolerations = [
             tol(json!({"key": "a", "operator": "Exists", "effect": "PreferNoSchedule"})),

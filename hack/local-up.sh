@@ -481,6 +481,7 @@ step_apiserver() {
     --service-account-signing-key-file="$PKI/sa.key" \
     --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
     --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="$PKI/ca.crt" \
     --kubelet-preferred-address-types=InternalIP,Hostname \
     --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
     --requestheader-allowed-names=front-proxy-client \
@@ -795,7 +796,11 @@ deckhand_argv() {
     --hostname-override "$NODE_NAME"
     --node-ip "$NODE_IP"
     --container-runtime-endpoint "$CRI_ENDPOINT"
-    --root-dir "$DECKHAND_ROOT_DIR")
+    --root-dir "$DECKHAND_ROOT_DIR"
+    --address "$NODE_IP"
+    --tls-cert-file "$PKI/node-serving.crt"
+    --tls-private-key-file "$PKI/node-serving.key"
+    --client-ca-file "$PKI/ca.crt")
   # shellcheck disable=SC2206
   [ -z "${DECKHAND_ARGS:-}" ] || argv+=($DECKHAND_ARGS)
   printf '%s\0' "${argv[@]}"

@@ -102,6 +102,49 @@ pub struct Flags {
     #[arg(long = "port", default_value_t = 10250)]
     pub port: i32,
 
+    /// IP address the kubelet server listens on (KubeletConfiguration `address`).
+    #[arg(long = "address", default_value = "0.0.0.0")]
+    pub address: IpAddr,
+
+    /// Serving certificate (PEM, chain allowed) of the kubelet server. Without it and
+    /// `--tls-private-key-file`, a self-signed certificate is made in `<root-dir>/pki`.
+    #[arg(long = "tls-cert-file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// Private key (PEM) of `--tls-cert-file`.
+    #[arg(long = "tls-private-key-file")]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// CA bundle that client certificates of kubelet server requests are verified against
+    /// (`authentication.x509.clientCAFile`).
+    #[arg(long = "client-ca-file")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Bearer tokens of kubelet server requests are checked through TokenReview
+    /// (`authentication.webhook.enabled`).
+    #[arg(long = "authentication-token-webhook", default_value_t = true, num_args = 0..=1,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub authentication_token_webhook: bool,
+
+    /// Requests without credentials are served as `system:anonymous` (`authentication.anonymous.enabled`).
+    #[arg(long = "anonymous-auth", default_value_t = false, num_args = 0..=1,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub anonymous_auth: bool,
+
+    /// How kubelet server requests are authorized: `Webhook` (SubjectAccessReview) or
+    /// `AlwaysAllow`.
+    #[arg(long = "authorization-mode", value_enum, default_value = "Webhook")]
+    pub authorization_mode: crate::server::auth::AuthorizationMode,
+
+    /// A container log file is rotated when it reaches this size (`containerLogMaxSize`,
+    /// a quantity such as `10Mi`).
+    #[arg(long = "container-log-max-size", default_value = "10Mi")]
+    pub container_log_max_size: String,
+
+    /// How many log files a container keeps, the live one included (`containerLogMaxFiles`).
+    #[arg(long = "container-log-max-files", default_value_t = 5)]
+    pub container_log_max_files: usize,
+
     /// Labels to add at registration, `key=value,key2=value2`.
     #[arg(long = "node-labels", value_delimiter = ',')]
     pub node_labels: Vec<String>,

@@ -15,6 +15,7 @@
 //! | pod status (pure generation + writer) | `status/` | [`status`] |
 //! | back-off | `client-go/util/flowcontrol` | [`backoff`] |
 //! | events | `client-go/tools/record` | [`events`] |
+//! | HTTPS server (logs, exec, stats, metrics) | `server/` | [`server`] |
 //! | scheduler (second binary, `deckhand-scheduler`) | `pkg/scheduler` | [`scheduler`] |
 
 pub mod backoff;
@@ -28,6 +29,7 @@ pub mod pod;
 pub mod prober;
 pub mod quantity;
 pub mod scheduler;
+pub mod server;
 pub mod source;
 pub mod status;
 pub mod time;

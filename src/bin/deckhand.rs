@@ -204,6 +204,38 @@ async fn main() -> Result<()> {
         let c = cancel.clone();
         tasks.spawn(async move { workers.run(pod_rx, pleg_rx, c).await });
     }
+    {
+        // The kubelet HTTPS server (logs, exec, attach, port-forward, stats, metrics): its own
+        // tasks, no shared state with the pod workers.
+        let server_cfg = deckhand::server::ServerConfig {
+            address: flags.address,
+            port: u16::try_from(flags.port).context("--port")?,
+            tls_cert_file: flags.tls_cert_file.clone(),
+            tls_private_key_file: flags.tls_private_key_file.clone(),
+            cert_dir: flags.root_dir.join("pki"),
+            client_ca_file: flags.client_ca_file.clone(),
+            anonymous_auth: flags.anonymous_auth,
+            token_webhook: flags.authentication_token_webhook,
+            authorization_mode: flags.authorization_mode,
+            node_name: node_name.clone(),
+            node_ips: vec![node_ip.to_string()],
+            root_dir: flags.root_dir.clone(),
+        };
+        let server = deckhand::server::KubeletServer::bind(server_cfg, client.clone(), cri.clone())
+            .await
+            .context("starting the kubelet server")?;
+        let c = cancel.clone();
+        tasks.spawn(async move { server.run(c).await });
+        let policy = deckhand::server::logrotate::Policy {
+            max_size: deckhand::server::logrotate::parse_max_size(&flags.container_log_max_size)
+                .map_err(anyhow::Error::msg)
+                .context("--container-log-max-size")?,
+            max_files: flags.container_log_max_files,
+        };
+        let c = cancel.clone();
+        let cri = cri.clone();
+        tasks.spawn(async move { deckhand::server::logrotate::run(cri, policy, c).await });
+    }
 
     shutdown_signal().await;
     tracing::info!("shutting down; pods keep running");

@@ -851,21 +851,31 @@ impl HarnessRestart {
     }
 
     /// Runs the restart (blocking), with a clean environment: nothing of cargo's test
-    /// environment leaks into the harness or into deckhand.
+    /// environment leaks into the harness or into deckhand. The caller holds the harness lock
+    /// ([`lock_harness`]), so this runs the script's `cmd_restart_deckhand` (what
+    /// `hack/local-up.sh restart-deckhand` runs after taking that lock) with the script sourced.
     pub fn run(self) -> RestartOutput {
-        let mut cmd = Command::new(&self.script);
-        cmd.arg("restart-deckhand").env_clear();
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(concat!(
+                "LOCAL_UP_SOURCE_ONLY=1; . \"$0\" || exit; ",
+                "declare -F cmd_restart_deckhand >/dev/null || ",
+                "{ echo \"$0 has no cmd_restart_deckhand function\" >&2; exit 3; }; ",
+                "cmd_restart_deckhand"
+            ))
+            .arg(&self.script)
+            .env_clear();
         for k in ["PATH", "HOME", "LANG"] {
             if let Ok(v) = std::env::var(k) {
                 cmd.env(k, v);
             }
         }
-        cmd.envs(&self.vars);
+        cmd.env("LOCAL_UP_SOURCE_ONLY", "1").envs(&self.vars);
         let out = run(&mut cmd);
         let text = format!("(env {:?})\n{}{}", self.vars, out.stdout, out.stderr);
         assert!(
             out.status.success(),
-            "hack/local-up.sh restart-deckhand failed ({}):\n{text}",
+            "hack/local-up.sh cmd_restart_deckhand failed ({}):\n{text}",
             out.status
         );
         let new_cmd = std::fs::read(&self.cmd_file).unwrap_or_default();
@@ -876,5 +886,41 @@ impl HarnessRestart {
             "deckhand was restarted with another command line"
         );
         RestartOutput { text }
+    }
+}
+
+/// The harness's lock (`$STATE_DIR/.lock`, which every `hack/local-up.sh up | down |
+/// restart-*` run holds): taken before deckhand is killed and kept until it runs again, so that
+/// no other harness run (e.g. a rebuild) sits between the kill and the restart. Waits up to
+/// `timeout` for a run in progress.
+pub async fn lock_harness(timeout: Duration) -> nix::fcntl::Flock<std::fs::File> {
+    use nix::fcntl::{Flock, FlockArg};
+    let path = Path::new(env().get("STATE_DIR")).join(".lock");
+    let start = Instant::now();
+    let mut said = false;
+    loop {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return lock,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {}
+            Err((_, e)) => panic!("flock {}: {e}", path.display()),
+        }
+        if !said {
+            println!(
+                "waiting for another hack/local-up.sh run (it holds {})",
+                path.display()
+            );
+            said = true;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "another hack/local-up.sh run held {} for more than {timeout:?}",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

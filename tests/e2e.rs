@@ -435,10 +435,28 @@ async fn restart_adopts_running_pod() {
     ns.create_pod(&busybox_pod("doomed", "exec sleep 3600", "Always", Some(2)))
         .await;
     let doomed_uid = uid(&wait_running(&pods, "doomed").await);
+    // A finished pod (restartPolicy Never) must not run again after the restart, and a
+    // crash-looping one must keep its restart count.
+    ns.create_pod(&busybox_pod("finished", "exit 0", "Never", Some(2)))
+        .await;
+    ns.create_pod(&busybox_pod("crasher", "exit 1", "Always", Some(2)))
+        .await;
+    let finished = wait_pod(&pods, "finished", "phase Succeeded", |p| {
+        phase(p) == "Succeeded"
+    })
+    .await;
+    let finished_uid = uid(&finished);
+    wait_pod(&pods, "crasher", "restartCount ≥ 1", |p| {
+        container_status(p, "main").is_some_and(|c| c.restart_count >= 1)
+    })
+    .await;
 
     let _exclusive = DECKHAND_DISRUPTION.write().await;
     let harness_lock = lock_harness(Duration::from_secs(600)).await;
     let old_pid = deckhand_pid();
+    let crasher_restarts = container_status(&pods.get("crasher").await.unwrap(), "main")
+        .unwrap()
+        .restart_count;
     // What the harness needs to start the very same deckhand again, read before the kill.
     let restart = HarnessRestart::capture(old_pid);
     println!("[{}] SIGKILL deckhand (pid {old_pid})", ns.name);
@@ -557,6 +575,34 @@ async fn restart_adopts_running_pod() {
         );
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
+    let p = pods.get("finished").await.unwrap();
+    assert_eq!(
+        (
+            phase(&p),
+            container_status(&p, "main").unwrap().restart_count
+        ),
+        ("Succeeded", 0),
+        "the finished pod after the restart\n{}",
+        diagnose(&ns.name, "finished")
+    );
+    assert_eq!(
+        containers_of(&finished_uid).len(),
+        1,
+        "the finished pod (restartPolicy Never) was run again after the restart\n{}",
+        diagnose(&ns.name, "finished")
+    );
+    let p = pods.get("crasher").await.unwrap();
+    let cs = container_status(&p, "main").unwrap();
+    assert!(
+        cs.restart_count >= crasher_restarts,
+        "the crash-looping pod's restartCount went from {crasher_restarts} to {} across the restart\n{}",
+        cs.restart_count,
+        diagnose(&ns.name, "crasher")
+    );
+    println!(
+        "[{}] crasher restartCount {crasher_restarts} before the restart, {} after",
+        ns.name, cs.restart_count
+    );
     assert_eq!(deckhand_pid(), new_pid, "deckhand exited after its restart");
     wait_node_ready(&client, Duration::from_secs(60)).await;
     drop(_exclusive);

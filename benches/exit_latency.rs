@@ -30,11 +30,18 @@ fn parse_rfc3339_nanos(ts: &str) -> Option<f64> {
 
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::var("BENCH_EXIT_PODS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let n: usize = std::env::var("BENCH_EXIT_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
     let client = client().await;
     let ns = TestNs::new(&client, "bench-exit").await;
     let api: Api<Pod> = ns.pods();
-    let mut watch = api.watch(&WatchParams::default(), "0").await.expect("watch").boxed();
+    let mut watch = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch")
+        .boxed();
     let mut uids: HashMap<String, String> = HashMap::new();
     for i in 0..n {
         let name = format!("exit-{i}");
@@ -49,7 +56,10 @@ async fn main() {
             },
         }))
         .unwrap();
-        let p = api.create(&PostParams::default(), &pod).await.expect("create");
+        let p = api
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("create");
         uids.insert(name, p.metadata.uid.unwrap());
     }
     let mut seen: HashMap<String, f64> = HashMap::new();
@@ -57,10 +67,15 @@ async fn main() {
     while seen.len() < n {
         let ev = tokio::time::timeout_at(deadline, watch.next()).await;
         let Ok(Some(Ok(ev))) = ev else { break };
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
         if let WatchEvent::Modified(p) | WatchEvent::Added(p) = ev {
             let name = p.metadata.name.clone().unwrap_or_default();
-            let done = container_status(&p, "main").and_then(|c| c.state.as_ref()?.terminated.as_ref()).is_some();
+            let done = container_status(&p, "main")
+                .and_then(|c| c.state.as_ref()?.terminated.as_ref())
+                .is_some();
             if done {
                 seen.entry(name).or_insert(now);
             }
@@ -68,14 +83,26 @@ async fn main() {
     }
     let mut lat: Vec<f64> = vec![];
     for (name, seen_at) in &seen {
-        let log = format!("/var/log/pods/{}_{}_{}/main/0.log", ns.name, name, uids[name]);
-        let Ok(text) = std::fs::read_to_string(&log) else { continue };
-        let Some(last) = text.lines().rev().find(|l| l.ends_with(" bye")) else { continue };
-        let Some(ts) = last.split(' ').next().and_then(parse_rfc3339_nanos) else { continue };
+        let log = format!(
+            "/var/log/pods/{}_{}_{}/main/0.log",
+            ns.name, name, uids[name]
+        );
+        let Ok(text) = std::fs::read_to_string(&log) else {
+            continue;
+        };
+        let Some(last) = text.lines().rev().find(|l| l.ends_with(" bye")) else {
+            continue;
+        };
+        let Some(ts) = last.split(' ').next().and_then(parse_rfc3339_nanos) else {
+            continue;
+        };
         lat.push((seen_at - ts) * 1000.0);
     }
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    println!("exit → terminated status seen through a watch, {} pods:", lat.len());
+    println!(
+        "exit → terminated status seen through a watch, {} pods:",
+        lat.len()
+    );
     if !lat.is_empty() {
         println!(
             "  p50 {:.0} ms   p99 {:.0} ms   max {:.0} ms   min {:.0} ms",

@@ -375,7 +375,10 @@ async fn logs_follow_and_previous() {
         checked = true;
         break;
     }
-    assert!(checked, "the container's status kept changing under kubectl logs --previous");
+    assert!(
+        checked,
+        "the container's status kept changing under kubectl logs --previous"
+    );
     // The current instance (running or exited again) is another one.
     let cur = k_ok(&ns.name, &["logs", "crasher"]);
     assert!(cur.contains("start ") && cur.contains("line-a\n"), "{cur}");
@@ -698,7 +701,10 @@ async fn direct_requests_are_authenticated_and_authorized() {
             assert_eq!(body, "ok");
             break;
         }
-        assert!(Instant::now() < deadline, "RBAC grant not honoured: {code} {body}");
+        assert!(
+            Instant::now() < deadline,
+            "RBAC grant not honoured: {code} {body}"
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     kubectl(&[

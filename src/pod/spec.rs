@@ -115,6 +115,32 @@ pub fn cgroup_parent(pod: &Pod) -> String {
     }
 }
 
+/// The namespace modes for a pod's sandbox and containers (k/k `kuberuntime/util`
+/// NamespacesForPod): network and IPC on the node for hostNetwork/hostIPC, else the pod's; PID on
+/// the node for hostPID, the pod's with shareProcessNamespace, else the container's own.
+pub fn namespace_options(spec: &k8s_openapi::api::core::v1::PodSpec) -> api::NamespaceOption {
+    api::NamespaceOption {
+        network: if spec.host_network.unwrap_or(false) {
+            api::NamespaceMode::Node
+        } else {
+            api::NamespaceMode::Pod
+        } as i32,
+        pid: if spec.host_pid.unwrap_or(false) {
+            api::NamespaceMode::Node
+        } else if spec.share_process_namespace.unwrap_or(false) {
+            api::NamespaceMode::Pod
+        } else {
+            api::NamespaceMode::Container
+        } as i32,
+        ipc: if spec.host_ipc.unwrap_or(false) {
+            api::NamespaceMode::Node
+        } else {
+            api::NamespaceMode::Pod
+        } as i32,
+        ..Default::default()
+    }
+}
+
 /// Builds the `PodSandboxConfig` for `pod` (attempt `attempt`), logs under `pod_logs_dir`.
 pub fn sandbox_config(pod: &Pod, attempt: u32, pod_logs_dir: &str) -> api::PodSandboxConfig {
     let spec = pod.spec.clone().unwrap_or_default();
@@ -158,27 +184,7 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, pod_logs_dir: &str) -> api::PodSa
             }
         }
     }
-    let host_net = spec.host_network.unwrap_or(false);
-    let ns = api::NamespaceOption {
-        network: if host_net {
-            api::NamespaceMode::Node
-        } else {
-            api::NamespaceMode::Pod
-        } as i32,
-        pid: if spec.host_pid.unwrap_or(false) {
-            api::NamespaceMode::Node
-        } else if spec.share_process_namespace.unwrap_or(false) {
-            api::NamespaceMode::Pod
-        } else {
-            api::NamespaceMode::Container
-        } as i32,
-        ipc: if spec.host_ipc.unwrap_or(false) {
-            api::NamespaceMode::Node
-        } else {
-            api::NamespaceMode::Pod
-        } as i32,
-        ..Default::default()
-    };
+    let ns = namespace_options(&spec);
     let psc = spec.security_context.clone().unwrap_or_default();
     api::PodSandboxConfig {
         metadata: Some(api::PodSandboxMetadata {
@@ -455,26 +461,7 @@ pub fn container_config(
 
     let sc = c.security_context.clone().unwrap_or_default();
     let psc = spec.security_context.clone().unwrap_or_default();
-    let ns = api::NamespaceOption {
-        network: if spec.host_network.unwrap_or(false) {
-            api::NamespaceMode::Node
-        } else {
-            api::NamespaceMode::Pod
-        } as i32,
-        pid: if spec.host_pid.unwrap_or(false) {
-            api::NamespaceMode::Node
-        } else if spec.share_process_namespace.unwrap_or(false) {
-            api::NamespaceMode::Pod
-        } else {
-            api::NamespaceMode::Container
-        } as i32,
-        ipc: if spec.host_ipc.unwrap_or(false) {
-            api::NamespaceMode::Node
-        } else {
-            api::NamespaceMode::Pod
-        } as i32,
-        ..Default::default()
-    };
+    let ns = namespace_options(&spec);
     Ok(api::ContainerConfig {
         metadata: Some(api::ContainerMetadata {
             name: c.name.clone(),

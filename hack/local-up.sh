@@ -45,6 +45,8 @@ STATE="$ROOT/_output/local-up"
 BIN="$ROOT/_output/bin"
 PKI="$STATE/pki"
 LOGS="$STATE/logs"
+# which checkout runs the machine's one local cluster (written by up, removed by down)
+OWNER_FILE=/run/deckhand-local-up.owner
 PIDS="$STATE/pids"
 
 NODE_NAME=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
@@ -1104,6 +1106,10 @@ cleanup_network() {
 }
 
 cmd_down() {
+  local owner; owner=$(cat "$OWNER_FILE" 2>/dev/null || true)
+  if [ -n "$owner" ] && [ "$owner" != "$ROOT" ] && [ -d "$owner" ]; then
+    die "the local cluster is run from $owner: run $owner/hack/local-up.sh down"
+  fi
   local purge=0
   [ "${1:-}" = "--purge" ] && purge=1
   log "down: stopping deckhand"
@@ -1151,6 +1157,7 @@ cmd_down() {
     rm -rf "$STATE/etcd" "$STATE/registry/data"
     rm -rf --one-file-system "$DECKHAND_ROOT_DIR"
   fi
+  rm -f "$OWNER_FILE"
   log "down: done (kept: PKI, kubeconfigs, built binaries$([ "$purge" = 1 ] || echo ", etcd and registry data"))"
 }
 
@@ -1194,6 +1201,13 @@ cmd_up() {
   [[ "$ROOT" != *[[:space:]]* ]] || die "the repository path must not contain spaces: $ROOT"
   [ "$(id -u)" = 0 ] || die "must run as root"
   mkdir -p "$STATE" "$LOGS" "$PIDS"
+  # one cluster per machine (ports, containerd, CNI are machine-wide): a second checkout of the
+  # repository must not start another on top of a running one
+  local owner; owner=$(cat "$OWNER_FILE" 2>/dev/null || true)
+  if [ -n "$owner" ] && [ "$owner" != "$ROOT" ] && [ -d "$owner" ]; then
+    die "the local cluster is run from $owner: run $owner/hack/local-up.sh down first"
+  fi
+  echo "$ROOT" > "$OWNER_FILE"
   log "up: node $NODE_NAME, state in $STATE"
   step_deps
   step_network

@@ -167,6 +167,47 @@ pub struct Flags {
     #[arg(long = "containerd-socket")]
     pub containerd_socket: Option<String>,
 
+    /// DNS server IPs written into ClusterFirst pods' resolv.conf (KubeletConfiguration
+    /// `clusterDNS`). Empty: ClusterFirst pods fall back to the node's resolv.conf, as the Go
+    /// kubelet does (with a MissingClusterDNS event).
+    #[arg(long = "cluster-dns", value_delimiter = ',')]
+    pub cluster_dns: Vec<IpAddr>,
+
+    /// Cluster domain (KubeletConfiguration `clusterDomain`), e.g. `cluster.local`; search paths
+    /// `<ns>.svc.<domain> svc.<domain> <domain>` are written for ClusterFirst pods.
+    #[arg(long = "cluster-domain", default_value = "")]
+    pub cluster_domain: String,
+
+    /// The node's resolv.conf, used for dnsPolicy Default and appended to ClusterFirst search
+    /// paths (KubeletConfiguration `resolvConf`). Empty disables it.
+    #[arg(long = "resolv-conf", default_value = "/etc/resolv.conf")]
+    pub resolv_conf: String,
+
+    /// Resources reserved for Kubernetes daemons, `cpu=100m,memory=256Mi` (`kubeReserved`);
+    /// subtracted from capacity to give allocatable.
+    #[arg(long = "kube-reserved", value_delimiter = ',')]
+    pub kube_reserved: Vec<String>,
+
+    /// Resources reserved for the OS (`systemReserved`); subtracted from capacity.
+    #[arg(long = "system-reserved", value_delimiter = ',')]
+    pub system_reserved: Vec<String>,
+
+    /// Hard eviction thresholds, `memory.available<100Mi,nodefs.available<10%` (`evictionHard`);
+    /// the memory threshold is subtracted from allocatable. Empty: the Go kubelet's defaults
+    /// (`memory.available<100Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%`).
+    #[arg(long = "eviction-hard", value_delimiter = ',')]
+    pub eviction_hard: Vec<String>,
+
+    /// Cgroup driver of the runtime: `cgroupfs` or `systemd` (`cgroupDriver`).
+    #[arg(long = "cgroup-driver", default_value = "cgroupfs")]
+    pub cgroup_driver: String,
+
+    /// Whether pod-level QoS cgroups (`kubepods/...`) are created and passed as cgroup parents
+    /// (`cgroupsPerQOS`).
+    #[arg(long = "cgroups-per-qos", default_value_t = true, num_args = 0..=1,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub cgroups_per_qos: bool,
+
     /// Subcommand (maintenance tools); none runs the node agent.
     #[command(subcommand)]
     pub command: Option<Command>,

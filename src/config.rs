@@ -208,6 +208,37 @@ pub struct Flags {
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub cgroups_per_qos: bool,
 
+    /// KubeletConfiguration file (`kubelet.config.k8s.io/v1beta1`, what kubeadm writes to
+    /// /var/lib/kubelet/config.yaml). Flags given on the command line override its fields.
+    #[arg(long = "config")]
+    pub config: Option<PathBuf>,
+
+    /// Bootstrap kubeconfig (a bootstrap token) used to obtain a client certificate through a
+    /// `kubernetes.io/kube-apiserver-client-kubelet` CSR when `--kubeconfig` is missing or
+    /// unusable; the resulting kubeconfig is written to `--kubeconfig`.
+    #[arg(long = "bootstrap-kubeconfig")]
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+
+    /// Directory for the client and serving certificates (`kubelet-client-current.pem`, ...).
+    /// Empty: `<root-dir>/pki`, as the Go kubelet's `/var/lib/kubelet/pki`.
+    #[arg(long = "cert-dir", default_value = "")]
+    pub cert_dir: String,
+
+    /// Rotate the client certificate through new CSRs before it expires (`rotateCertificates`).
+    #[arg(long = "rotate-certificates", default_value_t = false, num_args = 0..=1,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub rotate_certificates: bool,
+
+    /// Obtain (and rotate) the serving certificate through `kubernetes.io/kubelet-serving`
+    /// CSRs (`serverTLSBootstrap`).
+    #[arg(long = "rotate-server-certificates", default_value_t = false, num_args = 0..=1,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub rotate_server_certificates: bool,
+
+    /// Directory of static pod manifests (`staticPodPath`); empty disables static pods.
+    #[arg(long = "pod-manifest-path", default_value = "")]
+    pub pod_manifest_path: String,
+
     /// Subcommand (maintenance tools); none runs the node agent.
     #[command(subcommand)]
     pub command: Option<Command>,

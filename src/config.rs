@@ -272,6 +272,45 @@ impl Flags {
     }
 }
 
+/// Parses `--kube-reserved` / `--system-reserved` entries (`cpu=100m`, `memory=256Mi`,
+/// `ephemeral-storage=1Gi`, `pid=100`) into milli-units by resource.
+///
+/// Errors: an entry without `=`, an unknown resource, or an invalid quantity.
+pub fn parse_reserved(
+    entries: &[String],
+) -> Result<std::collections::BTreeMap<String, i128>, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in entries.iter().filter(|e| !e.trim().is_empty()) {
+        let (k, v) = e
+            .split_once('=')
+            .ok_or_else(|| format!("{e:?}: expected <resource>=<quantity>"))?;
+        let k = k.trim();
+        if !matches!(k, "cpu" | "memory" | "ephemeral-storage" | "pid") {
+            return Err(format!("{e:?}: unsupported resource {k:?}"));
+        }
+        let q = crate::quantity::parse_milli(v.trim())
+            .map_err(|_| format!("{e:?}: invalid quantity {v:?}"))?;
+        out.insert(k.to_string(), q);
+    }
+    Ok(out)
+}
+
+impl Flags {
+    /// kube-reserved + system-reserved, in milli-units by resource.
+    ///
+    /// Errors: as [`parse_reserved`], naming the flag.
+    pub fn reserved_milli(&self) -> Result<std::collections::BTreeMap<String, i128>, String> {
+        let mut total =
+            parse_reserved(&self.kube_reserved).map_err(|e| format!("--kube-reserved: {e}"))?;
+        for (k, v) in
+            parse_reserved(&self.system_reserved).map_err(|e| format!("--system-reserved: {e}"))?
+        {
+            *total.entry(k).or_insert(0) += v;
+        }
+        Ok(total)
+    }
+}
+
 /// The machine's hostname.
 pub fn hostname() -> String {
     nix::unistd::gethostname()
@@ -311,5 +350,15 @@ mod tests {
         assert_eq!(f.node_labels, vec!["a=b", "c=d"]);
         assert_eq!(f.node_status_update_frequency, Duration::from_secs(10));
         assert!(Flags::try_parse_from(["deckhand", "--no-such-flag"]).is_err());
+        let f = Flags::try_parse_from([
+            "deckhand",
+            "--kube-reserved=cpu=100m,memory=128Mi",
+            "--system-reserved=cpu=150m",
+        ])
+        .unwrap();
+        let r = f.reserved_milli().unwrap();
+        assert_eq!(r["cpu"], 250);
+        assert_eq!(r["memory"], 128 * 1024 * 1024 * 1000);
+        assert!(parse_reserved(&["gpu=1".into()]).is_err());
     }
 }

@@ -39,6 +39,8 @@ pub mod reason {
     pub const INSPECT_FAILED: &str = "InspectFailed";
     /// Warning: RunPodSandbox failed.
     pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
+    /// The pod-level cgroup could not be made (k/k `events.FailedToCreatePodContainer`).
+    pub const FAILED_CREATE_POD_CONTAINER: &str = "FailedCreatePodContainer";
     /// Normal: the sandbox changed and the pod will be re-created.
     pub const SANDBOX_CHANGED: &str = "SandboxChanged";
     /// Warning: a postStart hook failed.

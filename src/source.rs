@@ -64,3 +64,59 @@ pub async fn run(
         }
     }
 }
+
+/// A cache of all Services in the cluster, for service environment variables (the Go kubelet's
+/// service lister, `pkg/kubelet/kubelet.go` `serviceLister` / `serviceHasSynced`). Kept current
+/// by a kube reflector; [`ServiceLister::has_synced`] turns true after the first full list.
+#[derive(Clone)]
+pub struct ServiceLister {
+    store: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Service>,
+    synced: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ServiceLister {
+    /// Starts the reflector on `client` (stops with `cancel`).
+    pub fn start(client: kube::Client, cancel: CancellationToken) -> ServiceLister {
+        use kube::runtime::reflector;
+        let (reader, writer) = reflector::store();
+        let api: Api<k8s_openapi::api::core::v1::Service> = Api::all(client);
+        let stream = reflector::reflector(
+            writer,
+            watcher::watcher(api, watcher::Config::default()).default_backoff(),
+        );
+        let synced = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let lister = ServiceLister {
+            store: reader.clone(),
+            synced: synced.clone(),
+        };
+        tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    ev = stream.next() => match ev {
+                        None => return,
+                        Some(Err(e)) => tracing::warn!(error = %e, "service watch error; retrying"),
+                        Some(Ok(_)) => {}
+                    },
+                }
+            }
+        });
+        tokio::spawn(async move {
+            if reader.wait_until_ready().await.is_ok() {
+                synced.store(true, std::sync::atomic::Ordering::Release);
+            }
+        });
+        lister
+    }
+
+    /// Whether the first full list has been read.
+    pub fn has_synced(&self) -> bool {
+        self.synced.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// All services in the cache.
+    pub fn list(&self) -> Vec<std::sync::Arc<k8s_openapi::api::core::v1::Service>> {
+        self.store.state()
+    }
+}

@@ -133,6 +133,7 @@ async fn main() -> Result<()> {
         hostname: node_name.clone(),
         root_dir: flags.root_dir.clone(),
         max_pods: flags.max_pods,
+        reserved_milli: flags.reserved_milli().map_err(anyhow::Error::msg)?,
         port: flags.port,
         labels,
         taints,
@@ -180,6 +181,15 @@ async fn main() -> Result<()> {
         pod_logs_dir: flags.pod_logs_dir.clone(),
         runtime_name: version.runtime_name.clone(),
         pull_lock: Mutex::new(()),
+        services: Some(deckhand::source::ServiceLister::start(
+            client.clone(),
+            cancel.clone(),
+        )),
+        node_allocatable_milli: node_allocatable_milli(&flags)?,
+        dns: dns_settings(&flags, node_ip),
+        cgroups: qos_cgroups(&flags)?,
+        memory_capacity_bytes: deckhand::node::hostinfo::HostInfo::read(&flags.root_dir)
+            .memory_bytes as i64,
     });
     let (pod_tx, pod_rx) = mpsc::channel(256);
     let (pleg_tx, pleg_rx) = mpsc::channel(1024);
@@ -245,4 +255,58 @@ async fn main() -> Result<()> {
     })
     .await;
     Ok(())
+}
+
+/// The node's allocatable resources in milli-units, for `resourceFieldRef` limits defaults.
+fn node_allocatable_milli(flags: &Flags) -> Result<std::collections::BTreeMap<String, i128>> {
+    let host = deckhand::node::hostinfo::HostInfo::read(&flags.root_dir);
+    let reserved = flags.reserved_milli().map_err(anyhow::Error::msg)?;
+    let (_, alloc) =
+        deckhand::node::status::capacity_and_allocatable(&host, flags.max_pods, &reserved);
+    Ok(alloc
+        .into_iter()
+        .filter_map(|(k, q)| deckhand::quantity::parse_milli(&q.0).ok().map(|v| (k, v)))
+        .collect())
+}
+
+/// With `--cgroups-per-qos` (the default), makes the kubepods hierarchy as the Go kubelet's
+/// container manager does at start-up: `/kubepods` limited to capacity − reserved (node
+/// allocatable enforcement for pods), `/kubepods/burstable`, `/kubepods/besteffort`.
+fn qos_cgroups(flags: &Flags) -> Result<Option<deckhand::cm::CgroupManager>> {
+    if !flags.cgroups_per_qos {
+        return Ok(None);
+    }
+    if flags.cgroup_driver != "cgroupfs" {
+        bail!(
+            "--cgroup-driver={}: deckhand supports the cgroupfs driver only (set the runtime's SystemdCgroup=false)",
+            flags.cgroup_driver
+        );
+    }
+    let host = deckhand::node::hostinfo::HostInfo::read(&flags.root_dir);
+    let reserved = flags.reserved_milli().map_err(anyhow::Error::msg)?;
+    let cpu = (host.num_cores as i128 * 1000 - reserved.get("cpu").copied().unwrap_or(0)).max(0);
+    let mem = host.memory_bytes as i128 - reserved.get("memory").copied().unwrap_or(0) / 1000;
+    let cm = deckhand::cm::CgroupManager::default();
+    cm.ensure_qos_cgroups(cpu as i64, Some(mem.max(0) as i64))
+        .context("creating the kubepods cgroups")?;
+    Ok(Some(cm))
+}
+
+/// DNS settings for pod sandboxes from `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
+fn dns_settings(flags: &Flags, node_ip: std::net::IpAddr) -> deckhand::pod::dns::DnsSettings {
+    let host = (!flags.resolv_conf.is_empty()).then(|| {
+        match std::fs::read_to_string(&flags.resolv_conf) {
+            Ok(text) => deckhand::pod::dns::parse_resolv_conf(&text),
+            Err(e) => {
+                tracing::warn!(path = %flags.resolv_conf, error = %e, "reading the node's resolv.conf failed; pods with dnsPolicy Default get no nameserver");
+                Default::default()
+            }
+        }
+    });
+    deckhand::pod::dns::DnsSettings {
+        cluster_dns: flags.cluster_dns.clone(),
+        cluster_domain: flags.cluster_domain.clone(),
+        host,
+        node_ips: vec![node_ip],
+    }
 }

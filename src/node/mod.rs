@@ -57,6 +57,8 @@ pub struct NodeConfig {
     pub root_dir: PathBuf,
     /// `pods` capacity.
     pub max_pods: u32,
+    /// kube-reserved + system-reserved in milli-units by resource (subtracted from allocatable).
+    pub reserved_milli: BTreeMap<String, i128>,
     /// Kubelet port.
     pub port: i32,
     /// Extra labels (`--node-labels`).
@@ -185,6 +187,7 @@ impl NodeAgent {
             node_ips: &self.cfg.node_ips,
             hostname: &self.cfg.hostname,
             max_pods: self.cfg.max_pods,
+            reserved_milli: &self.cfg.reserved_milli,
             port: self.cfg.port,
             container_runtime_version: &version,
             kubelet_version: &kubelet_version,

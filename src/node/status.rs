@@ -30,6 +30,8 @@ pub struct NodeStatusInputs<'a> {
     pub hostname: &'a str,
     /// `pods` capacity.
     pub max_pods: u32,
+    /// kube-reserved + system-reserved in milli-units, by resource.
+    pub reserved_milli: &'a BTreeMap<String, i128>,
     /// Kubelet port (daemonEndpoints).
     pub port: i32,
     /// `<runtime>://<version>` or `Unknown`-style text when Version failed.
@@ -73,22 +75,32 @@ fn hugepage_name(size: u64) -> String {
     format!("hugepages-{}", binary_si(size).0)
 }
 
-/// Capacity and allocatable: allocatable = capacity − hard eviction thresholds (no kube- or
-/// system-reserved by default), each hugepage reservation also subtracted from memory.
+/// Capacity and allocatable (doc page "Reserve Compute Resources for System Daemons"):
+/// allocatable = capacity − kube-reserved − system-reserved − hard eviction thresholds, each
+/// hugepage reservation also subtracted from memory. `reserved_milli` is the sum of
+/// `kubeReserved` and `systemReserved` per resource in milli-units (cpu millicores, memory and
+/// ephemeral-storage milli-bytes).
 pub fn capacity_and_allocatable(
     host: &HostInfo,
     max_pods: u32,
+    reserved_milli: &BTreeMap<String, i128>,
 ) -> (BTreeMap<String, Quantity>, BTreeMap<String, Quantity>) {
+    let reserved = |name: &str| reserved_milli.get(name).copied().unwrap_or(0).max(0);
+    let reserved_bytes = |name: &str| (reserved(name) / 1000) as u64;
     let mut cap = BTreeMap::new();
     let mut alloc = BTreeMap::new();
     cap.insert("cpu".to_string(), cpu_millis(host.num_cores * 1000));
-    alloc.insert("cpu".to_string(), cpu_millis(host.num_cores * 1000));
+    alloc.insert(
+        "cpu".to_string(),
+        cpu_millis((host.num_cores * 1000).saturating_sub(reserved("cpu") as u64)),
+    );
     cap.insert("memory".to_string(), binary_si(host.memory_bytes));
     let hugepages_total: u64 = host.hugepages.iter().map(|(_, t)| *t).sum();
     alloc.insert(
         "memory".to_string(),
         binary_si(
             host.memory_bytes
+                .saturating_sub(reserved_bytes("memory"))
                 .saturating_sub(EVICTION_HARD_MEMORY_AVAILABLE_BYTES)
                 .saturating_sub(hugepages_total),
         ),
@@ -106,14 +118,19 @@ pub fn capacity_and_allocatable(
     let reserve = (host.root_fs_bytes as f64 * EVICTION_HARD_NODEFS_AVAILABLE_PERCENT) as u64;
     alloc.insert(
         "ephemeral-storage".to_string(),
-        binary_si(host.root_fs_bytes.saturating_sub(reserve)),
+        binary_si(
+            host.root_fs_bytes
+                .saturating_sub(reserve)
+                .saturating_sub(reserved_bytes("ephemeral-storage")),
+        ),
     );
     (cap, alloc)
 }
 
 /// Computes the node status.
 pub fn node_status(inp: &NodeStatusInputs) -> NodeStatus {
-    let (capacity, allocatable) = capacity_and_allocatable(inp.host, inp.max_pods);
+    let (capacity, allocatable) =
+        capacity_and_allocatable(inp.host, inp.max_pods, inp.reserved_milli);
     let now = &inp.now;
     let prev = inp.previous;
     let mut missing = vec![];
@@ -253,6 +270,8 @@ mod tests {
         }
     }
 
+    static NO_RESERVED: BTreeMap<String, i128> = BTreeMap::new();
+
     fn inputs<'a>(
         h: &'a HostInfo,
         ips: &'a [String],
@@ -265,6 +284,7 @@ mod tests {
             node_ips: ips,
             hostname: "node-a",
             max_pods: 110,
+            reserved_milli: &NO_RESERVED,
             port: 10250,
             container_runtime_version: "containerd://1.6.20~ds1",
             kubelet_version: "v1.36.3",
@@ -276,11 +296,18 @@ mod tests {
 
     #[test]
     fn capacity_and_allocatable_match_the_go_kubelet() {
-        let (cap, alloc) = capacity_and_allocatable(&host(), 110);
+        let (cap, alloc) = capacity_and_allocatable(&host(), 110, &BTreeMap::new());
         assert_eq!(cap["cpu"].0, "2");
         assert_eq!(cap["memory"].0, "24563532Ki");
         assert_eq!(alloc["memory"].0, "24461132Ki");
         assert_eq!(cap["pods"].0, "110");
+        let reserved = BTreeMap::from([
+            ("cpu".to_string(), 500i128),
+            ("memory".to_string(), 256i128 * 1024 * 1024 * 1000),
+        ]);
+        let (_, alloc_r) = capacity_and_allocatable(&host(), 110, &reserved);
+        assert_eq!(alloc_r["cpu"].0, "1500m");
+        assert_eq!(alloc_r["memory"].0, "24198988Ki");
         assert_eq!(cap["hugepages-2Mi"].0, "0");
         assert_eq!(cap["ephemeral-storage"].0, "263112772Ki");
         assert_eq!(

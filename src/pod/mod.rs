@@ -3,6 +3,8 @@
 //! workers that act ([`workers`]) — the Go kubelet's `pod_workers.go` and `kuberuntime_manager.go`.
 
 pub mod actions;
+pub mod dns;
+pub mod envvars;
 pub mod runtime;
 pub mod spec;
 pub mod workers;

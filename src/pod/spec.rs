@@ -11,6 +11,9 @@ use std::collections::HashMap;
 pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
 /// Default `terminationMessagePath`.
 pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
+/// Where `Localhost` seccomp profiles are looked up: the Go kubelet's `<root-dir>/seccomp` with
+/// its default root dir, so profiles placed for the Go kubelet work unchanged.
+pub const SECCOMP_PROFILE_ROOT: &str = "/var/lib/kubelet/seccomp";
 
 /// Errors turning a pod spec into CRI configs. Each becomes a `CreateContainerConfigError`
 /// waiting reason with this text as its message.
@@ -28,6 +31,9 @@ pub enum SpecError {
     /// An environment variable uses a source deckhand does not handle.
     #[error("{0}")]
     Env(String),
+    /// The security context cannot be honoured (e.g. runAsNonRoot with a root image).
+    #[error("{0}")]
+    Security(String),
 }
 
 /// Where the pod's logs go: `<pod_logs_dir>/<namespace>_<name>_<uid>`
@@ -141,8 +147,14 @@ pub fn namespace_options(spec: &k8s_openapi::api::core::v1::PodSpec) -> api::Nam
     }
 }
 
-/// Builds the `PodSandboxConfig` for `pod` (attempt `attempt`), logs under `pod_logs_dir`.
-pub fn sandbox_config(pod: &Pod, attempt: u32, pod_logs_dir: &str) -> api::PodSandboxConfig {
+/// Builds the `PodSandboxConfig` for `pod` (attempt `attempt`), logs under `pod_logs_dir`, with
+/// the resolv.conf settings `dns` ([`super::dns::pod_dns`]).
+pub fn sandbox_config(
+    pod: &Pod,
+    attempt: u32,
+    pod_logs_dir: &str,
+    dns: Option<api::DnsConfig>,
+) -> api::PodSandboxConfig {
     let spec = pod.spec.clone().unwrap_or_default();
     let mut lbls: HashMap<String, String> = pod
         .metadata
@@ -195,7 +207,7 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, pod_logs_dir: &str) -> api::PodSa
         }),
         hostname: sandbox_hostname(pod),
         log_directory: pod_log_dir(pod_logs_dir, pod),
-        dns_config: None,
+        dns_config: dns,
         port_mappings,
         labels: lbls,
         annotations,
@@ -205,7 +217,6 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, pod_logs_dir: &str) -> api::PodSa
                 namespace_options: Some(ns),
                 run_as_user: psc.run_as_user.map(|v| api::Int64Value { value: v }),
                 run_as_group: psc.run_as_group.map(|v| api::Int64Value { value: v }),
-                supplemental_groups: psc.supplemental_groups.clone().unwrap_or_default(),
                 privileged: spec
                     .containers
                     .iter()
@@ -216,10 +227,16 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, pod_logs_dir: &str) -> api::PodSa
                             .and_then(|s| s.privileged)
                             .unwrap_or(false)
                     }),
-                seccomp: Some(api::SecurityProfile {
-                    profile_type: api::security_profile::ProfileType::RuntimeDefault as i32,
-                    localhost_ref: String::new(),
-                }),
+                seccomp: Some(seccomp_profile(
+                    psc.seccomp_profile.as_ref(),
+                    None,
+                    SECCOMP_PROFILE_ROOT,
+                )),
+                supplemental_groups: psc
+                    .fs_group
+                    .into_iter()
+                    .chain(psc.supplemental_groups.clone().unwrap_or_default())
+                    .collect(),
                 ..Default::default()
             }),
             sysctls: psc
@@ -295,46 +312,6 @@ pub fn expand(s: &str, env: &[(String, String)]) -> String {
     out
 }
 
-/// Resolves the container's environment (`env` with plain values and the downward-API
-/// `fieldRef`s that need no lookup), in order, with `$(VAR)` expansion against earlier entries.
-///
-/// Errors: a `valueFrom` source deckhand does not resolve yet (configMapKeyRef, secretKeyRef,
-/// resourceFieldRef) or an unsupported field path; the message names the variable.
-pub fn container_env(
-    pod: &Pod,
-    c: &Container,
-    pod_ip: &str,
-    host_ip: &str,
-) -> Result<Vec<(String, String)>, SpecError> {
-    let mut out: Vec<(String, String)> = vec![];
-    for e in c.env.iter().flatten() {
-        let value = if let Some(from) = &e.value_from {
-            if let Some(f) = &from.field_ref {
-                field_value(pod, &f.field_path, pod_ip, host_ip).ok_or_else(|| {
-                    SpecError::Env(format!(
-                        "unsupported fieldPath {:?} in environment variable {}",
-                        f.field_path, e.name
-                    ))
-                })?
-            } else {
-                return Err(SpecError::Env(format!(
-                    "environment variable {}: this valueFrom source is not supported by deckhand yet",
-                    e.name
-                )));
-            }
-        } else {
-            expand(e.value.as_deref().unwrap_or(""), &out)
-        };
-        out.push((e.name.clone(), value));
-    }
-    if c.env_from.as_ref().is_some_and(|v| !v.is_empty()) {
-        return Err(SpecError::Env(
-            "envFrom is not supported by deckhand yet".into(),
-        ));
-    }
-    Ok(out)
-}
-
 /// The downward-API field values the Go kubelet supports for `fieldRef` in env
 /// (k/k `pkg/kubelet/kubelet_pods.go` `podFieldSelectorRuntimeValue`).
 pub fn field_value(pod: &Pod, path: &str, pod_ip: &str, host_ip: &str) -> Option<String> {
@@ -380,6 +357,121 @@ pub struct ContainerRuntimeInputs {
     pub host_ip: String,
     /// Mounts prepared by the volume manager.
     pub mounts: Vec<api::Mount>,
+    /// The configMaps, secrets and services the environment is built from.
+    pub env_sources: super::envvars::EnvSources,
+    /// The node's memory capacity in bytes, for the container's oom_score_adj (0: not set).
+    pub memory_capacity_bytes: i64,
+    /// The image's user as the runtime reports it (ImageStatus `uid` / `username`): a numeric
+    /// uid, or a user name, or neither (the image runs as root).
+    pub image_user: ImageUser,
+}
+
+/// The user an image runs as, from CRI ImageStatus (k/k `kuberuntime/helpers.go` getImageUser).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ImageUser {
+    /// No user in the image config: root.
+    #[default]
+    Root,
+    /// A numeric uid.
+    Uid(i64),
+    /// A non-numeric user name.
+    Name(String),
+}
+
+/// Refuses a container whose effective `runAsNonRoot` cannot hold (k/k
+/// `kuberuntime/security_context_others.go` verifyRunAsNonRoot), with the Go kubelet's messages.
+pub fn verify_run_as_non_root(
+    pod: &Pod,
+    c: &Container,
+    image_user: &ImageUser,
+) -> Result<(), SpecError> {
+    let psc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let csc = c.security_context.as_ref();
+    let non_root = csc
+        .and_then(|s| s.run_as_non_root)
+        .or_else(|| psc.and_then(|s| s.run_as_non_root))
+        .unwrap_or(false);
+    if !non_root {
+        return Ok(());
+    }
+    let p = super::format_pod(pod);
+    let n = &c.name;
+    if let Some(uid) = csc
+        .and_then(|s| s.run_as_user)
+        .or_else(|| psc.and_then(|s| s.run_as_user))
+    {
+        if uid == 0 {
+            return Err(SpecError::Security(format!(
+                "container's runAsUser breaks non-root policy (pod: {p:?}, container: {n})"
+            )));
+        }
+        return Ok(());
+    }
+    match image_user {
+        ImageUser::Name(u) => Err(SpecError::Security(format!(
+            "container has runAsNonRoot and image has non-numeric user ({u}), cannot verify user is non-root (pod: {p:?}, container: {n})"
+        ))),
+        ImageUser::Root | ImageUser::Uid(0) => Err(SpecError::Security(format!(
+            "container has runAsNonRoot and image will run as root (pod: {p:?}, container: {n})"
+        ))),
+        ImageUser::Uid(u) if *u < 0 || *u > i32::MAX as i64 => Err(SpecError::Security(format!(
+            "container has runAsNonRoot and image has an invalid user id ({u}). (Must be 1-({})): must be between 0 and 2147483647, inclusive (pod: {p:?}, container: {n})",
+            i32::MAX
+        ))),
+        ImageUser::Uid(_) => Ok(()),
+    }
+}
+
+/// Converts a seccomp profile (container's, else pod's) to CRI (k/k `kuberuntime/helpers.go`
+/// getSeccompProfile with `seccompDefault: false`): none or `Unconfined` → unconfined,
+/// `RuntimeDefault` → runtime default, `Localhost` → the file under `<root-dir>/seccomp`.
+pub fn seccomp_profile(
+    pod_sc: Option<&k8s_openapi::api::core::v1::SeccompProfile>,
+    container_sc: Option<&k8s_openapi::api::core::v1::SeccompProfile>,
+    seccomp_root: &str,
+) -> api::SecurityProfile {
+    use api::security_profile::ProfileType;
+    match container_sc.or(pod_sc) {
+        Some(p) if p.type_ == "RuntimeDefault" => api::SecurityProfile {
+            profile_type: ProfileType::RuntimeDefault as i32,
+            localhost_ref: String::new(),
+        },
+        Some(p) if p.type_ == "Localhost" => api::SecurityProfile {
+            profile_type: ProfileType::Localhost as i32,
+            localhost_ref: format!(
+                "{}/{}",
+                seccomp_root.trim_end_matches('/'),
+                p.localhost_profile.clone().unwrap_or_default()
+            ),
+        },
+        _ => api::SecurityProfile {
+            profile_type: ProfileType::Unconfined as i32,
+            localhost_ref: String::new(),
+        },
+    }
+}
+
+/// Converts an AppArmor profile (container's, else pod's) to CRI; None when neither sets one
+/// (the runtime's default applies).
+pub fn apparmor_profile(
+    pod_p: Option<&k8s_openapi::api::core::v1::AppArmorProfile>,
+    container_p: Option<&k8s_openapi::api::core::v1::AppArmorProfile>,
+) -> Option<api::SecurityProfile> {
+    use api::security_profile::ProfileType;
+    container_p.or(pod_p).map(|p| match p.type_.as_str() {
+        "RuntimeDefault" => api::SecurityProfile {
+            profile_type: ProfileType::RuntimeDefault as i32,
+            localhost_ref: String::new(),
+        },
+        "Localhost" => api::SecurityProfile {
+            profile_type: ProfileType::Localhost as i32,
+            localhost_ref: p.localhost_profile.clone().unwrap_or_default(),
+        },
+        _ => api::SecurityProfile {
+            profile_type: ProfileType::Unconfined as i32,
+            localhost_ref: String::new(),
+        },
+    })
 }
 
 /// Builds the `ContainerConfig` for container `name` of `pod`.
@@ -398,7 +490,9 @@ pub fn container_config(
         .clone()
         .filter(|i| !i.is_empty())
         .ok_or_else(|| SpecError::NoImage(name.into()))?;
-    let env = container_env(pod, c, &inp.pod_ip, &inp.host_ip)?;
+    verify_run_as_non_root(pod, c, &inp.image_user)?;
+    let env =
+        super::envvars::make_environment(pod, c, &inp.pod_ip, &inp.host_ip, &inp.env_sources)?;
     let command: Vec<String> = c
         .command
         .iter()
@@ -494,21 +588,59 @@ pub fn container_config(
         stdin_once: c.stdin_once.unwrap_or(false),
         tty: c.tty.unwrap_or(false),
         linux: Some(api::LinuxContainerConfig {
-            resources: Some(linux_resources(c)),
+            resources: Some({
+                let mut r = linux_resources(c);
+                if inp.memory_capacity_bytes > 0 {
+                    r.oom_score_adj = crate::cm::oom_score_adj(pod, c, inp.memory_capacity_bytes);
+                }
+                r
+            }),
             security_context: Some(api::LinuxContainerSecurityContext {
                 namespace_options: Some(ns),
                 privileged: sc.privileged.unwrap_or(false),
                 run_as_user: sc
                     .run_as_user
                     .or(psc.run_as_user)
+                    .or(match &inp.image_user {
+                        ImageUser::Uid(u) => Some(*u),
+                        _ => None,
+                    })
                     .map(|v| api::Int64Value { value: v }),
+                run_as_username: match (&inp.image_user, sc.run_as_user.or(psc.run_as_user)) {
+                    (ImageUser::Name(n), None) => n.clone(),
+                    _ => String::new(),
+                },
                 run_as_group: sc
                     .run_as_group
                     .or(psc.run_as_group)
                     .map(|v| api::Int64Value { value: v }),
                 readonly_rootfs: sc.read_only_root_filesystem.unwrap_or(false),
-                no_new_privs: !sc.allow_privilege_escalation.unwrap_or(true),
-                supplemental_groups: psc.supplemental_groups.clone().unwrap_or_default(),
+                // k/k securitycontext.AddNoNewPrivileges: only an explicit false sets it
+                no_new_privs: sc.allow_privilege_escalation == Some(false),
+                supplemental_groups: psc
+                    .fs_group
+                    .into_iter()
+                    .chain(psc.supplemental_groups.clone().unwrap_or_default())
+                    .collect(),
+                seccomp: Some(seccomp_profile(
+                    psc.seccomp_profile.as_ref(),
+                    sc.seccomp_profile.as_ref(),
+                    SECCOMP_PROFILE_ROOT,
+                )),
+                apparmor: apparmor_profile(
+                    psc.app_armor_profile.as_ref(),
+                    sc.app_armor_profile.as_ref(),
+                ),
+                selinux_options: sc
+                    .se_linux_options
+                    .as_ref()
+                    .or(psc.se_linux_options.as_ref())
+                    .map(|o| api::SeLinuxOption {
+                        user: o.user.clone().unwrap_or_default(),
+                        role: o.role.clone().unwrap_or_default(),
+                        r#type: o.type_.clone().unwrap_or_default(),
+                        level: o.level.clone().unwrap_or_default(),
+                    }),
                 capabilities: sc.capabilities.as_ref().map(|cap| api::Capability {
                     add_capabilities: cap.add.clone().unwrap_or_default(),
                     drop_capabilities: cap.drop.clone().unwrap_or_default(),
@@ -546,11 +678,28 @@ pub fn linux_resources(c: &Container) -> api::LinuxContainerResources {
         Some(l) if l > 0 => (100_000, ((l * 100_000) / 1000).max(1000) as i64),
         _ => (0, 0),
     };
+    // hugepages-<size> limits, page size as the runtime names it (`2Mi` -> `2MB`)
+    let hugepage_limits = res
+        .and_then(|r| r.limits.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, q)| {
+            let size = k.strip_prefix("hugepages-")?;
+            let page_size = size
+                .strip_suffix("Ki")
+                .map(|n| format!("{n}KB"))
+                .or_else(|| size.strip_suffix("Mi").map(|n| format!("{n}MB")))
+                .or_else(|| size.strip_suffix("Gi").map(|n| format!("{n}GB")))?;
+            let limit = (crate::quantity::parse_milli(&q.0).ok()? / 1000) as u64;
+            Some(api::HugepageLimit { page_size, limit })
+        })
+        .collect();
     api::LinuxContainerResources {
         cpu_shares: shares,
         cpu_period: period,
         cpu_quota: quota,
         memory_limit_in_bytes: lim_mem.unwrap_or(0) as i64,
+        hugepage_limits,
         ..Default::default()
     }
 }
@@ -650,7 +799,7 @@ mod tests {
             .namespace_options
             .unwrap();
         assert_eq!(ns.pid, api::NamespaceMode::Container as i32);
-        let sb = sandbox_config(&p, 0, "/var/log/pods");
+        let sb = sandbox_config(&p, 0, "/var/log/pods", None);
         assert_eq!(sb.log_directory, "/var/log/pods/default_web_uid-1");
         assert_eq!(sb.hostname, "web");
         assert_eq!(
@@ -660,7 +809,97 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_env_sources_are_reported_not_ignored() {
+    fn run_as_non_root_is_verified_against_the_image_user() {
+        use k8s_openapi::api::core::v1::SecurityContext;
+        let mut c = Container {
+            name: "app".into(),
+            image: Some("busybox".into()),
+            security_context: Some(SecurityContext {
+                run_as_non_root: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut p = pod_with(c.clone());
+        p.metadata.uid = Some("u1".into());
+        let e = verify_run_as_non_root(&p, &c, &ImageUser::Root).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "container has runAsNonRoot and image will run as root (pod: \"web_default(u1)\", container: app)"
+        );
+        assert!(verify_run_as_non_root(&p, &c, &ImageUser::Uid(1000)).is_ok());
+        let e = verify_run_as_non_root(&p, &c, &ImageUser::Name("nobody".into())).unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("image has non-numeric user (nobody)"));
+        c.security_context.as_mut().unwrap().run_as_user = Some(0);
+        let e = verify_run_as_non_root(&p, &c, &ImageUser::Uid(1000)).unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("container's runAsUser breaks non-root policy"));
+        c.security_context.as_mut().unwrap().run_as_user = Some(1000);
+        assert!(verify_run_as_non_root(&p, &c, &ImageUser::Root).is_ok());
+        // the pod-level setting applies when the container says nothing
+        let c2 = Container {
+            name: "app".into(),
+            image: Some("busybox".into()),
+            ..Default::default()
+        };
+        let mut p2 = pod_with(c2.clone());
+        p2.spec.as_mut().unwrap().security_context =
+            Some(k8s_openapi::api::core::v1::PodSecurityContext {
+                run_as_non_root: Some(true),
+                fs_group: Some(2000),
+                supplemental_groups: Some(vec![3000]),
+                ..Default::default()
+            });
+        assert!(verify_run_as_non_root(&p2, &c2, &ImageUser::Uid(0)).is_err());
+        let inp = ContainerRuntimeInputs {
+            image_user: ImageUser::Uid(1234),
+            ..Default::default()
+        };
+        p2.spec
+            .as_mut()
+            .unwrap()
+            .security_context
+            .as_mut()
+            .unwrap()
+            .run_as_non_root = None;
+        let cfg = container_config(&p2, "app", &inp).unwrap();
+        let sc = cfg.linux.unwrap().security_context.unwrap();
+        assert_eq!(sc.run_as_user, Some(api::Int64Value { value: 1234 }));
+        assert_eq!(sc.supplemental_groups, vec![2000, 3000]);
+        assert_eq!(
+            sc.seccomp.unwrap().profile_type,
+            api::security_profile::ProfileType::Unconfined as i32
+        );
+    }
+
+    #[test]
+    fn seccomp_profiles_convert_container_over_pod() {
+        use k8s_openapi::api::core::v1::SeccompProfile;
+        let rd = SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            localhost_profile: None,
+        };
+        let lh = SeccompProfile {
+            type_: "Localhost".into(),
+            localhost_profile: Some("profiles/audit.json".into()),
+        };
+        let p = seccomp_profile(Some(&rd), Some(&lh), "/var/lib/kubelet/seccomp");
+        assert_eq!(
+            p.localhost_ref,
+            "/var/lib/kubelet/seccomp/profiles/audit.json"
+        );
+        let p = seccomp_profile(Some(&rd), None, "/x");
+        assert_eq!(
+            p.profile_type,
+            api::security_profile::ProfileType::RuntimeDefault as i32
+        );
+    }
+
+    #[test]
+    fn env_sources_that_were_not_fetched_are_an_error_not_ignored() {
         let c = Container {
             name: "app".into(),
             image: Some("busybox".into()),

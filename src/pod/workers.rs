@@ -36,6 +36,75 @@ pub const RESYNC_PERIOD: Duration = Duration::from_secs(10);
 pub const WORKER_BACKOFF_PERIOD: Duration = Duration::from_secs(10);
 /// Minimum grace period for stopping a container (Go kubelet `minimumGracePeriodInSeconds`).
 pub const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;
+/// How often a running pod's configMap, secret, downwardAPI and projected volumes are refreshed
+/// (the Go kubelet: within its 1 min sync period plus the object cache's delay).
+pub const VOLUME_REFRESH_PERIOD: Duration = Duration::from_secs(30);
+
+/// Fetches what container `c`'s environment refers to: its configMaps and secrets (NotFound
+/// recorded as absent) and the service variables (k/k `makeEnvironmentVariables`).
+///
+/// Errors, as the message the container's `CreateContainerConfigError` shows: services not read
+/// yet, or an API error other than NotFound.
+async fn env_sources(
+    ctx: &SyncContext,
+    pod: &Pod,
+    c: &k8s_openapi::api::core::v1::Container,
+) -> Result<super::envvars::EnvSources, String> {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let mut src = super::envvars::EnvSources {
+        node_allocatable_milli: ctx.node_allocatable_milli.clone(),
+        ..Default::default()
+    };
+    if let Some(lister) = &ctx.services {
+        if !lister.has_synced() {
+            return Err(
+                "services have not yet been read at least once, cannot construct envvars".into(),
+            );
+        }
+        let enable = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.enable_service_links)
+            .unwrap_or(true);
+        let all = lister.list();
+        src.services = super::envvars::service_env(all.iter().map(|s| s.as_ref()), &ns, enable);
+    }
+    let (cms, secrets) = super::envvars::referenced_objects(c);
+    let is_not_found = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404);
+    let cm_api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
+    for name in cms {
+        match cm_api.get(&name).await {
+            Ok(cm) => {
+                src.config_maps
+                    .insert(name, Some(cm.data.unwrap_or_default()));
+            }
+            Err(e) if is_not_found(&e) => {
+                src.config_maps.insert(name, None);
+            }
+            Err(e) => return Err(format!("couldn't get configMap {ns}/{name}: {e}")),
+        }
+    }
+    let secret_api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    for name in secrets {
+        match secret_api.get(&name).await {
+            Ok(s) => {
+                let data = s
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect();
+                src.secrets.insert(name, Some(data));
+            }
+            Err(e) if is_not_found(&e) => {
+                src.secrets.insert(name, None);
+            }
+            Err(e) => return Err(format!("couldn't get secret {ns}/{name}: {e}")),
+        }
+    }
+    Ok(src)
+}
 
 /// Everything a pod worker needs, shared by all workers.
 pub struct SyncContext {
@@ -59,6 +128,17 @@ pub struct SyncContext {
     pub runtime_name: String,
     /// Image pulls are serialized, as the Go kubelet's default `serializeImagePulls: true`.
     pub pull_lock: Mutex<()>,
+    /// All services, for service environment variables (None: no API server, no service
+    /// variables, as the Go kubelet without a service lister).
+    pub services: Option<crate::source::ServiceLister>,
+    /// The node's allocatable resources in milli-units (`resourceFieldRef` limits default).
+    pub node_allocatable_milli: BTreeMap<String, i128>,
+    /// DNS settings for pod sandboxes (clusterDNS, clusterDomain, the node's resolv.conf).
+    pub dns: crate::pod::dns::DnsSettings,
+    /// Pod-level cgroups (`cgroupsPerQOS`); None leaves them to the runtime.
+    pub cgroups: Option<crate::cm::CgroupManager>,
+    /// The node's memory capacity in bytes (oom_score_adj of Burstable containers).
+    pub memory_capacity_bytes: i64,
 }
 
 /// What a worker is told about its pod.
@@ -133,6 +213,7 @@ impl PodWorkers {
             image_backoff: Backoff::default(),
             waiting: BTreeMap::new(),
             probes: PodProbes::new(probe_tx),
+            volumes_refreshed: None,
             probe_rx,
         };
         let done = self.done_tx.clone();
@@ -236,6 +317,8 @@ struct PodWorker {
     /// Probe tasks and results of this pod's running containers.
     probes: PodProbes,
     probe_rx: mpsc::Receiver<(String, ProbeUpdate)>,
+    /// When the pod's volumes were last set up or refreshed.
+    volumes_refreshed: Option<Instant>,
 }
 
 /// A failure of one sync, already reported on the pod.
@@ -461,12 +544,18 @@ impl PodWorker {
             .await;
         }
         if a.pod_done || (a.start.is_empty() && a.create_sandbox.is_none()) {
+            if !a.pod_done && rt.latest_sandbox().is_some() {
+                self.refresh_volumes(pod).await;
+            }
             return Ok(());
         }
 
         // Volumes: set up before any container of the pod starts.
         let volumes = match crate::volume::setup(&ctx.client, &ctx.root_dir, pod).await {
-            Ok(v) => v,
+            Ok(v) => {
+                self.volumes_refreshed = Some(Instant::now());
+                v
+            }
             Err(e) => {
                 let msg = format!("MountVolume.SetUp failed: {e}");
                 ctx.recorder.pod(pod, None, true, reason::FAILED_MOUNT, msg);
@@ -492,7 +581,24 @@ impl PodWorker {
         let pod_ip;
         let sandbox_config;
         if let Some(attempt) = a.create_sandbox {
-            let cfg = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir);
+            let (dns, dns_warnings) = super::dns::pod_dns(pod, &ctx.dns);
+            for (why, msg) in dns_warnings {
+                ctx.recorder.pod(pod, None, true, why, msg);
+            }
+            let cfg = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir, Some(dns));
+            if let Some(cm) = &ctx.cgroups {
+                if let Err(e) = cm.ensure_pod_cgroup(pod) {
+                    ctx.recorder.pod(
+                        pod,
+                        None,
+                        true,
+                        reason::FAILED_CREATE_POD_CONTAINER,
+                        format!("unable to ensure pod container exists: {e}"),
+                    );
+                    tracing::warn!(error = %e, "creating the pod cgroup failed");
+                    return Err(SyncFailed);
+                }
+            }
             let log_dir = cfg.log_directory.clone();
             if let Err(e) = tokio::fs::create_dir_all(&log_dir).await {
                 tracing::warn!(dir = %log_dir, error = %e, "creating pod log directory failed");
@@ -524,7 +630,12 @@ impl PodWorker {
                 .expect("a ready sandbox exists when none is created");
             sandbox_id = s.id.clone();
             pod_ip = s.ip.clone().unwrap_or_default();
-            sandbox_config = spec::sandbox_config(pod, s.attempt, &ctx.pod_logs_dir);
+            sandbox_config = spec::sandbox_config(
+                pod,
+                s.attempt,
+                &ctx.pod_logs_dir,
+                Some(super::dns::pod_dns(pod, &ctx.dns).0),
+            );
         }
         let etc_hosts = self.write_etc_hosts(pod, &pod_ip).await;
 
@@ -559,6 +670,30 @@ impl PodWorker {
             Err(SyncFailed)
         } else {
             Ok(())
+        }
+    }
+
+    /// Re-writes the pod's configMap, secret, downwardAPI and projected volumes (new data through
+    /// the atomic writer; service-account tokens renewed by the token manager) at most every
+    /// [`VOLUME_REFRESH_PERIOD`], as the Go kubelet's volume manager remounts them on its syncs.
+    /// A failure is a `FailedMount` warning; the running containers are left alone.
+    async fn refresh_volumes(&mut self, pod: &Pod) {
+        if self
+            .volumes_refreshed
+            .is_some_and(|t| t.elapsed() < VOLUME_REFRESH_PERIOD)
+        {
+            return;
+        }
+        self.volumes_refreshed = Some(Instant::now());
+        if let Err(e) = crate::volume::setup(&self.ctx.client, &self.ctx.root_dir, pod).await {
+            tracing::warn!(error = %e, "volume refresh failed");
+            self.ctx.recorder.pod(
+                pod,
+                None,
+                true,
+                reason::FAILED_MOUNT,
+                format!("MountVolume.SetUp failed: {e}"),
+            );
         }
     }
 
@@ -628,7 +763,39 @@ impl PodWorker {
         let span = tracing::info_span!("container", container = %name);
         async {
             let image_ref = self.ensure_image(pod, c, sandbox_config).await?;
-            let mut mounts = match crate::volume::container_mounts(c, volumes, pod) {
+            // the image's user, for runAsNonRoot (k/k getImageUser)
+            let image_user = match ctx.cri.image_status(&image_ref).await {
+                Ok(Some(img)) => match (img.uid, img.username.as_str()) {
+                    (Some(u), _) => spec::ImageUser::Uid(u.value),
+                    (None, "") => spec::ImageUser::Root,
+                    (None, n) => spec::ImageUser::Name(n.to_string()),
+                },
+                _ => spec::ImageUser::Root,
+            };
+            let host_ip = ctx.node_ips.first().cloned().unwrap_or_default();
+            let env_result = match env_sources(&ctx, pod, c).await {
+                Ok(src) => super::envvars::make_environment(pod, c, pod_ip, &host_ip, &src)
+                    .map(|env| (env, src))
+                    .map_err(|e| e.to_string()),
+                Err(msg) => Err(msg),
+            };
+            let (env, env_sources) = match env_result {
+                Ok(v) => v,
+                Err(msg) => {
+                    ctx.recorder.pod(
+                        pod,
+                        Some(name),
+                        true,
+                        reason::FAILED,
+                        format!("Error: {msg}"),
+                    );
+                    return Err(Waiting {
+                        reason: "CreateContainerConfigError".into(),
+                        message: msg,
+                    });
+                }
+            };
+            let mut mounts = match crate::volume::container_mounts(c, volumes, &env) {
                 Ok(m) => m,
                 Err(e) => {
                     let msg = e.to_string();
@@ -661,8 +828,11 @@ impl PodWorker {
                 image_ref,
                 attempt,
                 pod_ip: pod_ip.into(),
-                host_ip: ctx.node_ips.first().cloned().unwrap_or_default(),
+                host_ip,
                 mounts,
+                env_sources,
+                memory_capacity_bytes: ctx.memory_capacity_bytes,
+                image_user,
             };
             let cfg = match spec::container_config(pod, name, &inputs) {
                 Ok(cfg) => cfg,
@@ -1098,6 +1268,12 @@ impl PodWorker {
         }
         if let Err(e) = crate::volume::teardown(&ctx.root_dir, &uid).await {
             tracing::warn!(error = %e, "tearing down pod volumes failed");
+        }
+        crate::volume::tokens().forget_pod(&uid);
+        if let Some(cm) = &ctx.cgroups {
+            if let Err(e) = cm.remove_pod_cgroup(&uid) {
+                tracing::warn!(error = %e, "removing the pod cgroup failed");
+            }
         }
         ctx.status.forget(&uid);
         self.crash_backoff.forget_prefix("");

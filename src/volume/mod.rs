@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, Container, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccount, Volume,
 };
 use kube::api::{Api, PostParams};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 use writer::Payload;
 
@@ -152,6 +152,12 @@ pub async fn setup(
 ) -> Result<VolumePaths, VolumeError> {
     let uid = crate::pod::uid(pod).to_string();
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let fs_group = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|s| s.fs_group)
+        .and_then(|g| u32::try_from(g).ok());
     let mut out = VolumePaths::new();
     for v in pod
         .spec
@@ -185,9 +191,14 @@ pub async fn setup(
             .as_ref()
             .and_then(|e| e.size_limit.as_ref())
             .map(|q| q.0.clone());
+        let existed = dir.exists();
         prepare_dir(&dir, tmpfs, size_limit).await?;
         let mut payload = Payload::new();
         if v.empty_dir.is_some() {
+            // once, when made: the pod's own files are the pod's business afterwards
+            if let (Some(gid), false) = (fs_group, existed) {
+                set_volume_ownership(&dir, gid, false)?;
+            }
             out.insert(v.name.clone(), dir);
             continue;
         } else if let Some(cm) = &v.config_map {
@@ -215,9 +226,9 @@ pub async fn setup(
             for src in p.sources.iter().flatten() {
                 if let Some(t) = &src.service_account_token {
                     validate_relative(&t.path)?;
-                    let token =
-                        request_token(client, pod, t.audience.clone(), t.expiration_seconds)
-                            .await?;
+                    let token = tokens()
+                        .get(client, pod, t.audience.clone(), t.expiration_seconds)
+                        .await?;
                     // The Go kubelet writes the token 0600 when an fsUser applies, else defaultMode.
                     payload.insert(t.path.clone(), (token.into_bytes(), mode));
                 }
@@ -246,9 +257,128 @@ pub async fn setup(
                 path: dir.display().to_string(),
                 source: std::io::Error::other(e),
             })??;
+        if let Some(gid) = fs_group {
+            // configMap, secret, downwardAPI and projected volumes are read-only to the pod
+            set_volume_ownership(&dir, gid, true)?;
+        }
         out.insert(v.name.clone(), dir);
     }
     Ok(out)
+}
+
+/// Gives the volume's files to group `gid` as the Go kubelet does for `fsGroup`
+/// (k/k `pkg/volume/volume_linux.go` SetVolumeOwnership): every entry's group becomes `gid`
+/// (symlinks themselves, not their targets), files get group read (and write unless
+/// `read_only`), directories also group execute and the setgid bit so new files inherit the
+/// group. Nothing outside `dir` is touched: symlinks are never followed.
+///
+/// Errors: an entry that cannot be changed.
+pub fn set_volume_ownership(dir: &Path, gid: u32, read_only: bool) -> Result<(), VolumeError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mask = if read_only { 0o440 } else { 0o660 };
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let md = std::fs::symlink_metadata(&p).map_err(io_err("inspect volume entry", &p))?;
+        std::os::unix::fs::lchown(&p, None, Some(gid)).map_err(io_err("chown volume entry", &p))?;
+        if md.file_type().is_symlink() {
+            continue;
+        }
+        let mut mode = md.permissions().mode() & 0o7777;
+        mode |= mask;
+        if md.is_dir() {
+            mode |= 0o2000 | 0o110;
+            for e in std::fs::read_dir(&p).map_err(io_err("read volume directory", &p))? {
+                stack.push(e.map_err(io_err("read volume directory", &p))?.path());
+            }
+        }
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))
+            .map_err(io_err("chmod volume entry", &p))?;
+    }
+    Ok(())
+}
+
+/// Service-account tokens for projected volumes, cached per pod and request and renewed as the
+/// Go kubelet's token manager does (k/k `pkg/kubelet/token/token_manager.go`): a cached token is
+/// reused until 80 % of its lifetime has passed or it is older than 24 h.
+#[derive(Default)]
+pub struct TokenManager {
+    cache: std::sync::Mutex<HashMap<String, CachedToken>>,
+}
+
+#[derive(Clone)]
+struct CachedToken {
+    token: String,
+    issued: std::time::SystemTime,
+    expires: std::time::SystemTime,
+}
+
+/// Whether a token issued at `issued` and expiring at `expires` must be renewed at `now`
+/// (k/k token manager `requiresRefresh`): after 80 % of its lifetime, or after 24 h.
+pub fn token_requires_refresh(
+    issued: std::time::SystemTime,
+    expires: std::time::SystemTime,
+    now: std::time::SystemTime,
+) -> bool {
+    let ttl = expires.duration_since(issued).unwrap_or_default();
+    let age = now.duration_since(issued).unwrap_or_default();
+    now >= expires || age.as_secs_f64() > ttl.as_secs_f64() * 0.8 || age.as_secs() > 24 * 3600
+}
+
+/// The process's token manager.
+pub fn tokens() -> &'static TokenManager {
+    static T: std::sync::OnceLock<TokenManager> = std::sync::OnceLock::new();
+    T.get_or_init(TokenManager::default)
+}
+
+impl TokenManager {
+    /// A token for `pod`'s service account with `audience` and `expiration` (seconds, default
+    /// 3607 as the API server's admission sets), from the cache or a new TokenRequest bound to
+    /// the pod.
+    ///
+    /// Errors: the TokenRequest failed.
+    pub async fn get(
+        &self,
+        client: &kube::Client,
+        pod: &Pod,
+        audience: Option<String>,
+        expiration: Option<i64>,
+    ) -> Result<String, VolumeError> {
+        let key = format!(
+            "{}/{}/{:?}/{:?}",
+            crate::pod::uid(pod),
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.service_account_name.as_deref())
+                .unwrap_or("default"),
+            audience,
+            expiration
+        );
+        let now = std::time::SystemTime::now();
+        if let Some(c) = self.cache.lock().unwrap().get(&key).cloned() {
+            if !token_requires_refresh(c.issued, c.expires, now) {
+                return Ok(c.token);
+            }
+        }
+        let (token, expires) = request_token(client, pod, audience, expiration).await?;
+        self.cache.lock().unwrap().insert(
+            key,
+            CachedToken {
+                token: token.clone(),
+                issued: now,
+                expires,
+            },
+        );
+        Ok(token)
+    }
+
+    /// Drops the cached tokens of pod `uid` (on pod removal).
+    pub fn forget_pod(&self, uid: &str) {
+        let prefix = format!("{uid}/");
+        self.cache
+            .lock()
+            .unwrap()
+            .retain(|k, _| !k.starts_with(&prefix));
+    }
 }
 
 fn check_host_path(path: &str, type_: Option<&str>) -> Result<PathBuf, VolumeError> {
@@ -578,7 +708,7 @@ async fn request_token(
     pod: &Pod,
     audience: Option<String>,
     expiration: Option<i64>,
-) -> Result<String, VolumeError> {
+) -> Result<(String, std::time::SystemTime), VolumeError> {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let sa = pod
         .spec
@@ -607,7 +737,18 @@ async fn request_token(
             op: format!("request token for service account {ns}/{sa}"),
             source,
         })?;
-    Ok(out.status.and_then(|s| s.token).unwrap_or_default())
+    let st = out.status.unwrap_or_default();
+    let expires = match st.expiration_timestamp {
+        Some(t) => {
+            std::time::SystemTime::UNIX_EPOCH
+                + std::time::Duration::from_secs(t.0.as_second().max(0) as u64)
+        }
+        None => {
+            std::time::SystemTime::now()
+                + std::time::Duration::from_secs(expiration.unwrap_or(3607).max(600) as u64)
+        }
+    };
+    Ok((st.token.unwrap_or_default(), expires))
 }
 
 /// Resolves a container's volume mounts to CRI mounts. `subPath` must stay inside its volume:
@@ -615,10 +756,11 @@ async fn request_token(
 /// volume.
 ///
 /// Errors: an unknown volume, or a sub-path that escapes (`CreateContainerConfigError`).
+/// `env` is the container's environment, for `subPathExpr` expansion.
 pub fn container_mounts(
     c: &Container,
     volumes: &VolumePaths,
-    pod: &Pod,
+    env: &[(String, String)],
 ) -> Result<Vec<crate::cri::api::Mount>, VolumeError> {
     let mut out = vec![];
     for m in c.volume_mounts.iter().flatten() {
@@ -630,30 +772,13 @@ pub fn container_mounts(
             })?;
         let sub = match (&m.sub_path, &m.sub_path_expr) {
             (Some(s), _) if !s.is_empty() => Some(s.clone()),
-            (_, Some(e)) if !e.is_empty() => {
-                let env = crate::pod::spec::container_env(pod, c, "", "").unwrap_or_default();
-                Some(crate::pod::spec::expand(e, &env))
-            }
+            (_, Some(e)) if !e.is_empty() => Some(crate::pod::spec::expand(e, env)),
             _ => None,
         };
         let host_path = match sub {
             Some(s) => {
                 validate_relative(&s)?;
-                let p = base.join(&s);
-                if !p.exists() {
-                    std::fs::create_dir_all(&p).map_err(io_err("create subPath", &p))?;
-                }
-                let real = p.canonicalize().map_err(io_err("resolve subPath", &p))?;
-                let real_base = base
-                    .canonicalize()
-                    .map_err(io_err("resolve volume", base))?;
-                if !real.starts_with(&real_base) {
-                    return Err(VolumeError::InvalidPath {
-                        path: s,
-                        why: "subPath resolves outside the volume",
-                    });
-                }
-                real
+                resolve_subpath(base, &s)?
             }
             None => base.clone(),
         };
@@ -667,9 +792,125 @@ pub fn container_mounts(
     Ok(out)
 }
 
+/// Resolves `sub` (already checked by [`validate_relative`]) inside the volume at `base`, one
+/// component at a time: an existing component is resolved (symlinks followed) and must stay
+/// inside the volume; a missing one is created as a directory inside the already-checked parent.
+/// So a symlink planted in the volume can neither point the mount outside nor make deckhand
+/// create directories outside (the hole behind CVE-2017-1002101 and CVE-2021-25741).
+///
+/// Errors: [`VolumeError::InvalidPath`] when a component resolves outside the volume; I/O errors.
+pub fn resolve_subpath(base: &Path, sub: &str) -> Result<PathBuf, VolumeError> {
+    let real_base = base
+        .canonicalize()
+        .map_err(io_err("resolve volume", base))?;
+    let mut cur = real_base.clone();
+    for comp in Path::new(sub).components() {
+        let std::path::Component::Normal(name) = comp else {
+            continue;
+        };
+        let next = cur.join(name);
+        match std::fs::symlink_metadata(&next) {
+            Ok(_) => {
+                let real = next.canonicalize().map_err(|_| VolumeError::InvalidPath {
+                    path: sub.to_string(),
+                    why: "subPath resolves outside the volume",
+                })?;
+                if !real.starts_with(&real_base) {
+                    return Err(VolumeError::InvalidPath {
+                        path: sub.to_string(),
+                        why: "subPath resolves outside the volume",
+                    });
+                }
+                cur = real;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir(&next).map_err(io_err("create subPath", &next))?;
+                cur = next;
+            }
+            Err(e) => return Err(io_err("resolve subPath", &next)(e)),
+        }
+    }
+    Ok(cur)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_refresh_after_80_percent_of_their_lifetime_or_a_day() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let exp = t0 + Duration::from_secs(3600);
+        assert!(!token_requires_refresh(
+            t0,
+            exp,
+            t0 + Duration::from_secs(2879)
+        ));
+        assert!(token_requires_refresh(
+            t0,
+            exp,
+            t0 + Duration::from_secs(2881)
+        ));
+        assert!(token_requires_refresh(t0, exp, exp));
+        let long = t0 + Duration::from_secs(7 * 24 * 3600);
+        assert!(!token_requires_refresh(
+            t0,
+            long,
+            t0 + Duration::from_secs(23 * 3600)
+        ));
+        assert!(token_requires_refresh(
+            t0,
+            long,
+            t0 + Duration::from_secs(25 * 3600)
+        ));
+    }
+
+    #[test]
+    fn fs_group_ownership_sets_group_bits_without_following_symlinks() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let root = std::env::temp_dir().join(format!("dh-fsgroup-{}", std::process::id()));
+        let vol = root.join("vol");
+        std::fs::create_dir_all(vol.join("sub")).unwrap();
+        std::fs::write(vol.join("sub/f"), b"x").unwrap();
+        std::fs::set_permissions(vol.join("sub/f"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        let outside = root.join("outside");
+        std::fs::write(&outside, b"o").unwrap();
+        std::os::unix::fs::symlink(&outside, vol.join("link")).unwrap();
+        set_volume_ownership(&vol, 4321, false).unwrap();
+        let f = std::fs::metadata(vol.join("sub/f")).unwrap();
+        assert_eq!(f.gid(), 4321);
+        assert_eq!(f.mode() & 0o7777, 0o660);
+        let d = std::fs::metadata(vol.join("sub")).unwrap();
+        assert_eq!(d.mode() & 0o2070, 0o2070);
+        assert_ne!(std::fs::metadata(&outside).unwrap().gid(), 4321);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn subpath_through_a_symlink_out_of_the_volume_is_refused_and_creates_nothing() {
+        let root = std::env::temp_dir().join(format!("dh-subpath-{}", std::process::id()));
+        let vol = root.join("vol");
+        let outside = root.join("outside");
+        std::fs::create_dir_all(&vol).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, vol.join("link")).unwrap();
+        std::os::unix::fs::symlink("../outside", vol.join("rel")).unwrap();
+        for sub in ["link", "link/newdir", "rel/x/y"] {
+            let e = resolve_subpath(&vol, sub).unwrap_err();
+            assert!(e.to_string().contains("outside the volume"), "{sub}: {e}");
+        }
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        let ok = resolve_subpath(&vol, "a/b").unwrap();
+        assert!(ok.ends_with("vol/a/b") && ok.is_dir());
+        std::fs::create_dir_all(vol.join("inner")).unwrap();
+        std::os::unix::fs::symlink("inner", vol.join("in-link")).unwrap();
+        assert!(resolve_subpath(&vol, "in-link")
+            .unwrap()
+            .ends_with("vol/inner"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn paths_that_escape_are_refused() {

@@ -802,7 +802,9 @@ deckhand_argv() {
     --address "$NODE_IP"
     --tls-cert-file "$PKI/node-serving.crt"
     --tls-private-key-file "$PKI/node-serving.key"
-    --client-ca-file "$PKI/ca.crt")
+    --client-ca-file "$PKI/ca.crt"
+    --cluster-dns 10.96.0.10
+    --cluster-domain cluster.local)
   # shellcheck disable=SC2206
   [ -z "${DECKHAND_ARGS:-}" ] || argv+=($DECKHAND_ARGS)
   printf '%s\0' "${argv[@]}"

@@ -195,6 +195,12 @@ pub async fn setup(
         prepare_dir(&dir, tmpfs, size_limit).await?;
         let mut payload = Payload::new();
         if v.empty_dir.is_some() {
+            if !existed {
+                // world-writable, as the Go kubelet's emptyDir (`setupDir`, perm 0777)
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+                    .map_err(io_err("chmod emptyDir", &dir))?;
+            }
             // once, when made: the pod's own files are the pod's business afterwards
             if let (Some(gid), false) = (fs_group, existed) {
                 set_volume_ownership(&dir, gid, false)?;

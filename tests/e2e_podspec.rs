@@ -547,6 +547,8 @@ async fn dns_policies_and_host_aliases_shape_resolv_conf_and_hosts() {
         serde_json::json!({"ip": "10.250.0.9", "hostnames": ["foo.local", "bar.local"]}),
     )
     .unwrap()]);
+    cf.spec.as_mut().unwrap().hostname = Some("web-0".into());
+    cf.spec.as_mut().unwrap().subdomain = Some("web".into());
     ns.create_pod(&cf).await;
     let mut none = busybox_pod("custom", "exec sleep 3600", "Always", Some(1));
     let spec = none.spec.as_mut().unwrap();
@@ -576,6 +578,23 @@ async fn dns_policies_and_host_aliases_shape_resolv_conf_and_hosts() {
     );
     assert!(rc.lines().any(|l| l == "options ndots:5"), "{rc}");
     let hosts = exec(&ns.name, "clusterfirst", "cat /etc/hosts");
+    assert_eq!(exec(&ns.name, "clusterfirst", "hostname").trim(), "web-0");
+    let ip = ns
+        .pods()
+        .get("clusterfirst")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .pod_ip
+        .unwrap();
+    assert!(
+        hosts.contains(&format!(
+            "{ip}\tweb-0.web.{}.svc.cluster.local\tweb-0\n",
+            ns.name
+        )),
+        "{hosts}"
+    );
     assert!(
         hosts.contains("# Entries added by HostAliases.\n10.250.0.9\tfoo.local\tbar.local"),
         "{hosts}"

@@ -707,7 +707,23 @@ impl PodWorker {
         let mut content = String::from(
             "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n",
         );
-        content.push_str(&format!("{pod_ip}\t{host}\n"));
+        // with a subdomain, the FQDN `<hostname>.<subdomain>.<ns>.svc.<clusterDomain>` first
+        // (k/k GeneratePodHostNameAndDomain, managedHostsFileContent)
+        let subdomain = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.subdomain.clone())
+            .filter(|s| !s.is_empty());
+        match subdomain {
+            Some(sub) => {
+                let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+                let domain = &self.ctx.dns.cluster_domain;
+                content.push_str(&format!(
+                    "{pod_ip}\t{host}.{sub}.{ns}.svc.{domain}\t{host}\n"
+                ));
+            }
+            None => content.push_str(&format!("{pod_ip}\t{host}\n")),
+        }
         let aliases = pod
             .spec
             .as_ref()

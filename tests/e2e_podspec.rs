@@ -144,7 +144,7 @@ async fn environment_comes_from_the_downward_api_config_maps_secrets_and_service
     assert!(files.contains("tier=\"web\""), "{files}");
     // command expansion used the resolved env
     let log = read_cri_log(&cri_log_path(&p, "main", 0));
-    assert!(log.iter().any(|l| l.content == "started envy"), "{log:?}");
+    assert!(log.iter().any(|l| l.message == "started envy"), "{log:?}");
     ns.delete().await;
 }
 
@@ -306,7 +306,7 @@ async fn the_service_account_token_is_valid_and_names_the_pods_account() {
             &TokenReview {
                 metadata: Default::default(),
                 spec: TokenReviewSpec {
-                    token: Some(token.trim().to_string()),
+                    token: token.trim().to_string(),
                     audiences: None,
                 },
                 status: None,

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager, kubectl (and, for benchmarks, kubelet and
-# kube-scheduler) from the Kubernetes Go modules at the version pinned in hack/versions.env.
+# Builds etcd, kube-apiserver, kube-controller-manager, kubectl, kube-proxy (and, for benchmarks,
+# kubelet and kube-scheduler) from the Kubernetes Go modules at the version pinned in hack/versions.env.
 #
 # `go install k8s.io/kubernetes/cmd/...@vX` refuses modules with replace directives, so we
 # generate a small module of our own (under _output/k8s-build) that requires k8s.io/kubernetes and
 # replaces every staging module with its published v0.X.Y. etcd is built from the same module graph
 # (k8s.io/kubernetes requires go.etcd.io/etcd/server/v3 at the version it supports).
 #
-# Usage: hack/build-k8s.sh [binary ...]   (default: etcd kube-apiserver kube-controller-manager kubectl)
+# Usage: hack/build-k8s.sh [binary ...]   (default: etcd kube-apiserver kube-controller-manager kubectl
+#                                          kube-proxy)
 # Binaries land in _output/bin; a machine-wide copy keyed by version is kept in
 # ${DECKHAND_CACHE:-/var/cache/deckhand}/k8s/<version>/ so a fresh clone on the same machine skips the build.
 set -euo pipefail
@@ -19,13 +20,14 @@ CACHE="${DECKHAND_CACHE:-/var/cache/deckhand}/k8s/$KUBE_VERSION"
 mkdir -p "$BIN" "$CACHE"
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kubectl)
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-controller-manager kubectl kube-proxy)
 
 declare -A pkg=(
   [etcd]=go.etcd.io/etcd/server/v3
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   [kubectl]=k8s.io/kubernetes/cmd/kubectl
+  [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
   [kubelet]=k8s.io/kubernetes/cmd/kubelet
   [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
 )
@@ -67,6 +69,7 @@ import (
 	_ "go.etcd.io/etcd/server/v3"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"

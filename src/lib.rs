@@ -11,6 +11,7 @@
 //! | pod workers, sync and termination | `pod_workers.go`, `kuberuntime_manager.go` | [`pod`] |
 //! | what to run or kill next (pure) | `kuberuntime computePodActions` | [`pod::actions`] |
 //! | runtime calls | `kuberuntime/`, `cri-api` | [`cri`] |
+//! | pull-secret keyring (pure) | `pkg/credentialprovider` | [`credentialprovider`] |
 //! | runtime change detection | `pleg/` | [`pleg`] |
 //! | pod status (pure generation + writer) | `status/` | [`status`] |
 //! | back-off | `client-go/util/flowcontrol` | [`backoff`] |
@@ -21,6 +22,7 @@
 pub mod backoff;
 pub mod cm;
 pub mod config;
+pub mod credentialprovider;
 pub mod cri;
 pub mod events;
 pub mod image;

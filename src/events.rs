@@ -51,6 +51,8 @@ pub mod reason {
     pub const FAILED_KILL_POD: &str = "FailedKillPod";
     /// Warning: a volume could not be set up.
     pub const FAILED_MOUNT: &str = "FailedMount";
+    /// Warning: some of a pod's `imagePullSecrets` could not be read (Go `kubelet_pods.go`).
+    pub const FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET: &str = "FailedToRetrieveImagePullSecret";
     /// Normal: the kubelet started.
     pub const STARTING: &str = "Starting";
     /// Normal: node conditions (`Node <n> status is now: <Reason>`).

@@ -1072,6 +1072,24 @@ impl PodWorker {
             }
             PullDecision::Pull => {}
         }
+        // Credentials from the pod's pull secrets, looked up once per pull as the Go kubelet's
+        // makeLookupPullCredentialsFunc does; a secret that does not parse fails the start.
+        let credentials = match self.pull_credentials(pod, &image).await {
+            Ok(c) => c,
+            Err(msg) => {
+                ctx.recorder.pod(
+                    pod,
+                    Some(name),
+                    true,
+                    reason::FAILED,
+                    format!("Error: {msg}"),
+                );
+                return Err(Waiting {
+                    reason: msg.clone(),
+                    message: msg,
+                });
+            }
+        };
         let key = format!("{}_{}", super::uid(pod), image);
         let now = Timestamp::now();
         if self.image_backoff.is_in_backoff_since_update(&key, now) {
@@ -1112,11 +1130,7 @@ impl PodWorker {
             format!("Pulling image {image:?}"),
         );
         let pull_started = Instant::now();
-        match ctx
-            .cri
-            .pull_image(&image, None, Some(sandbox_config.clone()))
-            .await
-        {
+        match pull_with_credentials(&ctx.cri, &image, &credentials, sandbox_config).await {
             Ok(image_ref) => {
                 let pull = crate::time::truncate_ms(pull_started.elapsed());
                 let total = crate::time::truncate_ms(waiting_started.elapsed());
@@ -1142,13 +1156,13 @@ impl PodWorker {
                 self.image_backoff.gc(Timestamp::now());
                 Ok(image_ref)
             }
-            Err(e) => {
+            Err(msg) => {
                 ctx.recorder.pod(
                     pod,
                     Some(name),
                     true,
                     reason::FAILED,
-                    format!("Failed to pull image {image:?}: {}", e.user_message()),
+                    format!("Failed to pull image {image:?}: {msg}"),
                 );
                 ctx.recorder.pod(
                     pod,
@@ -1160,10 +1174,63 @@ impl PodWorker {
                 self.image_backoff.next(&key, Timestamp::now());
                 Err(Waiting {
                     reason: "ErrImagePull".into(),
-                    message: e.user_message(),
+                    message: msg,
                 })
             }
         }
+    }
+
+    /// The candidate credentials for pulling `image`: the pod's `imagePullSecrets` are read from
+    /// its namespace (a secret that cannot be read is skipped with the Go kubelet's
+    /// `FailedToRetrieveImagePullSecret` warning, k/k `kubelet_pods.go` `getPullSecretsForPod`)
+    /// and matched by [`crate::credentialprovider`]. Empty when the pod has no pull secrets or
+    /// none matches.
+    ///
+    /// Errors: the text of a pull secret whose payload does not parse, or of an image reference
+    /// that does not parse.
+    async fn pull_credentials(
+        &self,
+        pod: &Pod,
+        image: &str,
+    ) -> Result<Vec<crate::credentialprovider::TrackedAuthConfig>, String> {
+        use crate::credentialprovider as cp;
+        let names = cp::pull_secret_names(pod);
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let api: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.ctx.client.clone(), ns);
+        let mut secrets = Vec::new();
+        let mut failed = Vec::new();
+        for n in names {
+            match api.get(&n).await {
+                Ok(s) => secrets.push(s),
+                Err(e) => {
+                    tracing::info!(secret = %n, error = %e, "Unable to retrieve pull secret, the image pull may not succeed.");
+                    failed.push(n);
+                }
+            }
+        }
+        if !failed.is_empty() {
+            self.ctx.recorder.pod(
+                pod,
+                None,
+                true,
+                reason::FAILED_TO_RETRIEVE_IMAGE_PULL_SECRET,
+                cp::failed_pull_secrets_message(&failed),
+            );
+        }
+        let repo = cp::repo_to_pull(image)
+            .map_err(|e| format!("couldn't parse image name {image:?}: {e}"))?;
+        let keyring = cp::keyring_from_secrets(&secrets).map_err(|e| e.to_string())?;
+        let found = keyring.lookup(&repo);
+        tracing::debug!(
+            image = %image,
+            candidates = found.len(),
+            "credentials from pull secrets"
+        );
+        Ok(found)
     }
 
     /// Stops all running containers (in parallel, each with the grace period, floored at 2 s)
@@ -1415,4 +1482,40 @@ async fn remove_container_log_links(pod: &Pod, pod_logs_dir: &str) {
             }
         }
     }
+}
+
+/// Pulls `image`, with no credentials when `credentials` is empty, else trying each candidate in
+/// turn until one succeeds (k/k `kuberuntime_image.go` `PullImage`; there is no anonymous attempt
+/// after the candidates fail). Returns the image reference, or the error text as the Go kubelet
+/// renders it (one error as is, several as an aggregate `[a, b]`). Credentials are never logged.
+async fn pull_with_credentials(
+    cri: &CriClient,
+    image: &str,
+    credentials: &[crate::credentialprovider::TrackedAuthConfig],
+    sandbox_config: &crate::cri::api::PodSandboxConfig,
+) -> Result<String, String> {
+    if credentials.is_empty() {
+        return cri
+            .pull_image(image, None, Some(sandbox_config.clone()))
+            .await
+            .map_err(|e| e.user_message());
+    }
+    let mut errs = Vec::new();
+    for c in credentials {
+        match cri
+            .pull_image(image, Some(c.auth.to_cri()), Some(sandbox_config.clone()))
+            .await
+        {
+            Ok(r) => return Ok(r),
+            Err(e) => {
+                tracing::debug!(
+                    image = %image,
+                    secret = c.source.as_ref().map(|s| s.name.as_str()).unwrap_or(""),
+                    "pull with these credentials failed"
+                );
+                errs.push(e.user_message());
+            }
+        }
+    }
+    Err(crate::credentialprovider::aggregate_messages(&errs))
 }

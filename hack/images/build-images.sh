@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
-# Builds the cluster's two images without pulling anything from outside, and pushes them to the
-# local registry:
-#   busybox  - Debian's static /bin/busybox, every applet linked in /bin, /etc/passwd+group with
-#              root and nobody, cmd /bin/sh, PATH set
-#   pause    - hack/images/pause.c compiled with gcc -static (the sandbox image)
+# Builds the cluster's images without pulling anything from outside, and pushes them to the
+# local registries:
+#   busybox     - Debian's static /bin/busybox, every applet linked in /bin, /etc/passwd+group
+#                 with root and nobody, cmd /bin/sh, PATH set
+#   pause       - hack/images/pause.c compiled with gcc -static (the sandbox image)
+#   kube-proxy  - _output/bin/kube-proxy (hack/build-k8s.sh, the pinned Kubernetes version) in
+#                 /usr/local/bin, plus the host's iptables (xtables-nft-multi as iptables,
+#                 iptables-save, iptables-restore; the same nf_tables backend the host uses), its
+#                 extension modules and every shared library they load (no IPv6 tools: kube-proxy
+#                 then runs single-stack IPv4)
+#   curl        - the busybox image plus Debian's /usr/bin/curl and its shared libraries (a TLS
+#                 client for in-pod tests against the API server)
 # Tags pushed (REGISTRY defaults to 127.0.0.1:5000):
 #   library/busybox:latest, library/busybox:1.36  (docker.io/library/busybox via the mirror)
 #   busybox:latest                                (direct 127.0.0.1:5000/busybox refs)
 #   pause:3.10                                    (registry.k8s.io/pause:3.10 via the mirror)
+#   kube-proxy:$KUBE_VERSION                      (registry.k8s.io/kube-proxy:<v> via the mirror)
+#   curl:latest                                   (direct 127.0.0.1:5000/curl refs)
+# and, when AUTH_REGISTRY (e.g. 127.0.0.1:5001) and AUTH_CREDS_FILE (one line user:password) are
+# set, to the password-protected registry:
+#   private/busybox:latest
 #
 # Fast path: the OCI layout in _output/images/oci is rebuilt only when its inputs change (this
-# script, pause.c, /bin/busybox); a tag is pushed only when the registry does not already hold
-# exactly the manifest the layout has.
+# script, pause.c and the binaries copied in); a tag is pushed only when the registry does not
+# already hold exactly the manifest the layout has.
 #
 # Usage: hack/images/build-images.sh [--force]     (--force rebuilds and re-pushes everything)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HERE="$ROOT/hack/images"
 REGISTRY=${REGISTRY:-127.0.0.1:5000}
+AUTH_REGISTRY=${AUTH_REGISTRY:-}
+AUTH_CREDS_FILE=${AUTH_CREDS_FILE:-}
+. "$ROOT/hack/versions.env"
+KUBE_PROXY_BIN=${KUBE_PROXY_BIN:-$ROOT/_output/bin/kube-proxy}
+XTABLES_BIN=${XTABLES_BIN:-/usr/sbin/xtables-nft-multi}
+CURL_BIN=${CURL_BIN:-/usr/bin/curl}
 WORK="$ROOT/_output/images"
 LAYOUT="$WORK/oci"
 BUSYBOX_BIN=${BUSYBOX_BIN:-/bin/busybox}
@@ -27,10 +45,13 @@ FORCE=0
 log() { echo "build-images: $*"; }
 die() { echo "build-images: ERROR: $*" >&2; exit 1; }
 
-for t in umoci skopeo gcc strip curl jq sha256sum readelf; do
+for t in umoci skopeo gcc strip curl jq sha256sum readelf ldd; do
   command -v "$t" >/dev/null || die "$t not found (run hack/install-deps.sh)"
 done
 [ -x "$BUSYBOX_BIN" ] || die "$BUSYBOX_BIN not found (apt-get install busybox-static)"
+[ -x "$KUBE_PROXY_BIN" ] || die "$KUBE_PROXY_BIN not found (run hack/build-k8s.sh kube-proxy)"
+[ -x "$XTABLES_BIN" ] || die "$XTABLES_BIN not found (apt-get install iptables)"
+[ -x "$CURL_BIN" ] || die "$CURL_BIN not found (apt-get install curl)"
 if readelf -l "$BUSYBOX_BIN" | grep -q 'program interpreter'; then
   die "$BUSYBOX_BIN is dynamically linked; the image needs busybox-static's binary"
 fi
@@ -45,13 +66,37 @@ esac
 declare -A PUSH=(
   [busybox]="library/busybox:latest library/busybox:1.36 busybox:latest"
   [pause]="pause:3.10"
+  [kube-proxy]="kube-proxy:$KUBE_VERSION"
+  [curl]="curl:latest"
 )
+# the same for the password-protected registry
+declare -A PUSH_AUTH=(
+  [busybox]="private/busybox:latest"
+)
+XTABLES_DIR=/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/xtables
 
 inputs_hash() {
-  { sha256sum "$HERE/build-images.sh" "$HERE/pause.c" "$BUSYBOX_BIN" | awk '{print $1}'
+  { sha256sum "$HERE/build-images.sh" "$HERE/pause.c" "$BUSYBOX_BIN" "$KUBE_PROXY_BIN" \
+      "$XTABLES_BIN" "$CURL_BIN" | awk '{print $1}'
     echo "$ARCH"; } | sha256sum | awk '{print $1}'
 }
 HASH=$(inputs_hash)
+
+# copy_with_libs ROOTFS FILE...: copies each file to the same path under ROOTFS, with every
+# shared library ldd resolves for it (and the dynamic loader), so the binary runs in the image
+copy_with_libs() {
+  local R=$1; shift
+  local f lib
+  for f in "$@"; do
+    mkdir -p "$R$(dirname "$f")"
+    cp -L "$f" "$R$f"
+    for lib in $(ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+      [ -e "$R$lib" ] && continue
+      mkdir -p "$R$(dirname "$lib")"
+      cp -L "$lib" "$R$lib"
+    done
+  done
+}
 
 build_layout() {
   log "building images (inputs changed or no layout yet)"
@@ -90,6 +135,39 @@ EOF
     --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --config.workingdir / --architecture "$ARCH" --os linux
 
+  # curl: busybox plus Debian's curl and its libraries
+  umoci new --image "$tmp/oci:curl"
+  umoci unpack --image "$tmp/oci:curl" "$tmp/bundle-curl" >/dev/null
+  rm -rf "$tmp/bundle-curl/rootfs"
+  cp -a "$tmp/bundle-busybox/rootfs" "$tmp/bundle-curl/rootfs"
+  copy_with_libs "$tmp/bundle-curl/rootfs" "$CURL_BIN"
+  umoci repack --image "$tmp/oci:curl" "$tmp/bundle-curl"
+  umoci config --image "$tmp/oci:curl" --config.cmd /bin/sh \
+    --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --config.workingdir / --architecture "$ARCH" --os linux
+
+  # kube-proxy: the binary, iptables (nf_tables backend, as on the host) and its extensions
+  umoci new --image "$tmp/oci:kube-proxy"
+  umoci unpack --image "$tmp/oci:kube-proxy" "$tmp/bundle-kube-proxy" >/dev/null
+  R="$tmp/bundle-kube-proxy/rootfs"
+  mkdir -p "$R"/{usr/local/bin,usr/sbin,etc,tmp,run,var/lib/kube-proxy,lib/modules}
+  chmod 1777 "$R/tmp"
+  cp "$KUBE_PROXY_BIN" "$R/usr/local/bin/kube-proxy"
+  copy_with_libs "$R" "$XTABLES_BIN"
+  local t
+  for t in iptables iptables-save iptables-restore iptables-nft iptables-nft-save iptables-nft-restore; do
+    ln -sf "$(basename "$XTABLES_BIN")" "$R/usr/sbin/$t"
+  done
+  if [ -d "$XTABLES_DIR" ]; then
+    copy_with_libs "$R" "$XTABLES_DIR"/*.so
+  fi
+  for t in /etc/protocols /etc/ethertypes; do [ -f "$t" ] && cp "$t" "$R$t"; done
+  cp "$tmp/bundle-busybox/rootfs/etc/passwd" "$tmp/bundle-busybox/rootfs/etc/group" "$R/etc/"
+  umoci repack --image "$tmp/oci:kube-proxy" "$tmp/bundle-kube-proxy"
+  umoci config --image "$tmp/oci:kube-proxy" --config.entrypoint /usr/local/bin/kube-proxy \
+    --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --config.workingdir / --architecture "$ARCH" --os linux
+
   # pause
   umoci new --image "$tmp/oci:pause"
   umoci unpack --image "$tmp/oci:pause" "$tmp/bundle-pause" >/dev/null
@@ -113,11 +191,12 @@ layout_digest() {
 
 # digest the registry serves for repo:tag (empty if absent)
 registry_digest() {
-  local repo=${1%%:*} tag=${1##*:}
-  curl -sfI --max-time 5 \
+  local repo=${1%%:*} tag=${1##*:} reg=${2:-$REGISTRY} auth=()
+  [ "$reg" = "$REGISTRY" ] || auth=(--netrc-file "$NETRC")
+  curl -sfI --max-time 5 ${auth[@]+"${auth[@]}"} \
     -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
     -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-    "http://$REGISTRY/v2/$repo/manifests/$tag" 2>/dev/null |
+    "http://$reg/v2/$repo/manifests/$tag" 2>/dev/null |
     tr -d '\r' | awk -F': ' 'tolower($1)=="docker-content-digest"{print $2}' || true
 }
 
@@ -142,6 +221,35 @@ for name in "${!PUSH[@]}"; do
     pushed=$((pushed + 1))
   done
 done
+if [ -n "$AUTH_REGISTRY" ]; then
+  [ -r "$AUTH_CREDS_FILE" ] || die "AUTH_CREDS_FILE=$AUTH_CREDS_FILE is not readable"
+  # credentials stay in files (never on a command line or in the log)
+  NETRC="$WORK/.netrc-auth.$$"
+  AUTHFILE="$WORK/.auth-$$.json"
+  trap 'rm -f "$NETRC" "$AUTHFILE"' EXIT
+  ( umask 077
+    user=$(cut -d: -f1 "$AUTH_CREDS_FILE"); pass=$(cut -d: -f2- "$AUTH_CREDS_FILE")
+    printf 'machine %s login %s password %s\n' "${AUTH_REGISTRY%%:*}" "$user" "$pass" > "$NETRC"
+    printf '{"auths":{"%s":{"auth":"%s"}}}\n' "$AUTH_REGISTRY" "$(printf '%s' "$user:$pass" | base64 -w0)" > "$AUTHFILE" )
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://$AUTH_REGISTRY/v2/" || true)
+  [ "$code" = 401 ] || die "registry http://$AUTH_REGISTRY/v2/ answers $code without credentials (want 401)"
+  curl -sf --max-time 5 --netrc-file "$NETRC" "http://$AUTH_REGISTRY/v2/" >/dev/null ||
+    die "registry http://$AUTH_REGISTRY/v2/ refuses the credentials in $AUTH_CREDS_FILE"
+  for name in "${!PUSH_AUTH[@]}"; do
+    want=$(layout_digest "$name")
+    for ref in ${PUSH_AUTH[$name]}; do
+      have=$(registry_digest "$ref" "$AUTH_REGISTRY")
+      if [ "$FORCE" = 0 ] && [ "$have" = "$want" ]; then continue; fi
+      log "pushing $name -> $AUTH_REGISTRY/$ref (with credentials)"
+      skopeo copy --quiet --dest-tls-verify=false --dest-authfile "$AUTHFILE" "oci:$LAYOUT:$name" "docker://$AUTH_REGISTRY/$ref"
+      have=$(registry_digest "$ref" "$AUTH_REGISTRY")
+      [ "$have" = "$want" ] || die "after pushing $AUTH_REGISTRY/$ref the registry serves '$have', expected $want"
+      pushed=$((pushed + 1))
+    done
+  done
+  rm -f "$NETRC" "$AUTHFILE"; trap - EXIT
+fi
+
 if [ "$pushed" = 0 ]; then
   log "registry $REGISTRY already has every tag (busybox $(layout_digest busybox | cut -c8-19), pause $(layout_digest pause | cut -c8-19))"
 else

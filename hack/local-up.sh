@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Local one-node cluster for deckhand: etcd, kube-apiserver, kube-controller-manager (built from the
 # Kubernetes Go modules by hack/build-k8s.sh), containerd with its own config, a local registry with
-# images built here, deckhand itself as the node's kubelet and deckhand-scheduler as the scheduler
-# (no kube-scheduler, no kube-proxy).
+# images built here (and a second, password-protected one), deckhand itself as the node's kubelet,
+# deckhand-scheduler as the scheduler (no kube-scheduler), and kube-proxy (iptables mode) as the
+# kube-system/kube-proxy DaemonSet that kubeadm would create, running on deckhand's node from an
+# image built here.
 #
 # Usage:
 #   hack/local-up.sh [up]              bring everything up (idempotent: healthy parts are kept,
@@ -28,13 +30,27 @@
 #
 # State lives in _output/local-up/ (pki/, logs/<name>.log, pids/<name>.pid, the kubeconfigs, and
 # `env`, a sourceable KEY=value file with KUBECONFIG, KUBECTL, NODE_NAME, NODE_IP, CRI_ENDPOINT,
-# DECKHAND_LOG, DECKHAND_PIDFILE, ...).
+# DECKHAND_LOG, DECKHAND_PIDFILE, REGISTRY_AUTH, REGISTRY_AUTH_CREDS_FILE, ...).
 #
+# Registries: 127.0.0.1:5000 (open; the mirror every common registry name resolves to) and
+# 127.0.0.1:5001 (htpasswd basic auth, own storage, holds private/busybox:latest; user and password
+# in _output/local-up/registry-auth/creds as user:password, mode 600).
+#
+# kube-proxy: as kubeadm deploys it (ServiceAccount kube-system/kube-proxy, ClusterRoleBinding
+# kubeadm:node-proxier to system:node-proxier, ConfigMap kube-system/kube-proxy with config.conf and
+# kubeconfig.conf, DaemonSet kube-system/kube-proxy: hostNetwork, privileged, hostPath /lib/modules
+# and /run/xtables.lock, tolerate everything, priorityClassName system-node-critical), with kind's
+# conntrack settings (no host conntrack sysctls are changed) and its NodePorts and health/metrics
+# servers only on the node IP and loopback. Image registry.k8s.io/kube-proxy:<version> (mirrored)
+# from hack/images. clusterCIDR 10.244.0.0/16, Services in 10.96.0.0/16 (10.96.0.1 is `kubernetes`).
+# `down` removes every KUBE-* iptables chain it leaves.#
 # Network (all removed by `down`): interface deckhand0 with 10.250.0.1/32, the node IP where the
 # API server listens (a dummy device, or an ifb device where the kernel has no dummy driver); a
-# blackhole route for the Service CIDR 10.96.0.0/16; the CNI bridge dh-cni0 with pods in
-# 10.244.0.0/24; iptables guard chains (DECKHAND-GUARD*) so that pods never reach the machine's
-# real network. Every server binds 127.0.0.1 or 10.250.0.1. Image names of docker.io,
+# blackhole route for the Service CIDR 10.96.0.0/16 (pods reach Services through kube-proxy's DNAT,
+# which happens before routing; the host itself cannot use ClusterIPs); the CNI bridge dh-cni0 with
+# pods in 10.244.0.0/24 (portmap plugin for hostPort); iptables guard chains (DECKHAND-GUARD*, kept
+# as the first rule of INPUT, FORWARD and OUTPUT, ahead of kube-proxy's) so that pods never reach
+# the machine's real network and the real network never reaches pods (hostPorts included). Every server binds 127.0.0.1 or 10.250.0.1. Image names of docker.io,
 # registry.k8s.io and other common registries resolve only to the local registry 127.0.0.1:5000.
 set -euo pipefail
 
@@ -68,6 +84,11 @@ CONTAINERD_STATE=/run/containerd
 CONTAINERD_CONFIG="$STATE/containerd/config.toml"
 CERTS_D=/etc/containerd/certs.d
 REGISTRY=127.0.0.1:5000
+REGISTRY_AUTH=127.0.0.1:5001
+REGISTRY_AUTH_DIR="$STATE/registry-auth"
+REGISTRY_AUTH_CREDS_FILE="$REGISTRY_AUTH_DIR/creds"
+REGISTRY_AUTH_USER=deckhand
+KUBE_PROXY_IMAGE=registry.k8s.io/kube-proxy:$KUBE_VERSION
 SANDBOX_IMAGE=registry.k8s.io/pause:3.10
 API_PORT=6443
 API_SERVER="https://$NODE_IP:$API_PORT"
@@ -218,6 +239,10 @@ apiserver_ready() {
 }
 kcm_healthy() { [ "$(curl -sk --max-time 3 https://127.0.0.1:10257/healthz 2>/dev/null)" = ok ]; }
 registry_healthy() { curl -sf --max-time 2 "http://$REGISTRY/v2/" >/dev/null 2>&1; }
+# the password-protected registry answers, and asks for credentials
+registry_auth_healthy() {
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$REGISTRY_AUTH/v2/" 2>/dev/null)" = 401 ]
+}
 containerd_answers() { [ -S "$CRI_SOCK" ] && timeout 5 ctr --address "$CRI_SOCK" --timeout 2s version >/dev/null 2>&1; }
 cri_plugin_ok() {
   ctr --address "$CRI_SOCK" --timeout 2s plugins ls 2>/dev/null |
@@ -241,7 +266,7 @@ step_deps() {
   # crictl is optional (debugging, and a CRI cleanup path for `down`)
   "$ROOT/hack/build-crictl.sh" || warn "crictl could not be built; continuing without it"
   local b
-  for b in etcd kube-apiserver kube-controller-manager kubectl; do
+  for b in etcd kube-apiserver kube-controller-manager kubectl kube-proxy; do
     [ -x "$BIN/$b" ] || die "$BIN/$b is missing after hack/build-k8s.sh"
   done
 }
@@ -252,8 +277,20 @@ step_deps() {
 real_iface() { ip -4 route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}'; }
 
 ensure_chain() { ipt -t "$1" -N "$2" 2>/dev/null || ipt -t "$1" -F "$2"; }
-ensure_jump() {  # TABLE HOOK CHAIN: make sure HOOK's first rule jumps to CHAIN
-  ipt -t "$1" -C "$2" -j "$3" 2>/dev/null || ipt -t "$1" -I "$2" 1 -j "$3"
+ensure_jump() {  # TABLE HOOK CHAIN: make sure HOOK's first rule (and only that one) jumps to CHAIN
+  local first
+  first=$(ipt -t "$1" -S "$2" 2>/dev/null | sed -n '2p')
+  [ "$first" = "-A $2 -j $3" ] && [ "$(ipt -t "$1" -S "$2" | grep -cx -- "-A $2 -j $3")" = 1 ] && return 0
+  while ipt -t "$1" -D "$2" -j "$3" 2>/dev/null; do :; done
+  ipt -t "$1" -I "$2" 1 -j "$3"
+}
+
+# the guard jumps go first in INPUT, FORWARD and OUTPUT, ahead of what kube-proxy and CNI insert
+# (kube-proxy only checks that its own jumps exist, so it does not push ours down again)
+ensure_guard_first() {
+  ensure_jump filter FORWARD "$GUARD_FWD"
+  ensure_jump filter OUTPUT "$GUARD_OUT"
+  ensure_jump filter INPUT "$GUARD_IN"
 }
 
 step_network() {
@@ -276,12 +313,14 @@ step_network() {
 
   local rif; rif=$(real_iface)
   # FORWARD: pods may talk to each other (dh-cni0), to the node IP (deckhand0) and loopback;
-  # nothing from the pod network may leave through the machine's real interface, and nothing
-  # may go to the Service CIDR (no kube-proxy translates it).
+  # nothing from the pod network may leave through the machine's real interface, nothing from the
+  # real interface may reach a pod (hostPort DNAT included), and nothing may go to the Service
+  # CIDR untranslated (kube-proxy DNATs Service traffic in PREROUTING, before this chain sees it).
   ensure_chain filter "$GUARD_FWD"
-  ipt -A "$GUARD_FWD" -d "$SERVICE_CIDR" -m comment --comment "deckhand: no kube-proxy" -j REJECT --reject-with icmp-net-unreachable
+  ipt -A "$GUARD_FWD" -d "$SERVICE_CIDR" -m comment --comment "deckhand: no untranslated Service traffic" -j REJECT --reject-with icmp-net-unreachable
   if [ -n "$rif" ] && [ "$rif" != "$CNI_BRIDGE" ] && [ "$rif" != "$DUMMY_IF" ]; then
     ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o "$rif" -m comment --comment "deckhand: pods never reach the real network" -j REJECT --reject-with icmp-net-unreachable
+    ipt -A "$GUARD_FWD" -i "$rif" -d "$CLUSTER_CIDR" -m comment --comment "deckhand: the real network never reaches pods" -j REJECT --reject-with icmp-net-unreachable
   fi
   ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o "$CNI_BRIDGE" -j RETURN
   ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o "$DUMMY_IF" -j RETURN
@@ -291,7 +330,7 @@ step_network() {
 
   # OUTPUT: the host itself never sends to the Service CIDR either (besides the blackhole route)
   ensure_chain filter "$GUARD_OUT"
-  ipt -A "$GUARD_OUT" -d "$SERVICE_CIDR" -m comment --comment "deckhand: no kube-proxy" -j REJECT --reject-with icmp-net-unreachable
+  ipt -A "$GUARD_OUT" -d "$SERVICE_CIDR" -m comment --comment "deckhand: no untranslated Service traffic" -j REJECT --reject-with icmp-net-unreachable
   ensure_jump filter OUTPUT "$GUARD_OUT"
 
   # INPUT: from pods, the host accepts only traffic to the node IP and the pod network's gateway
@@ -636,19 +675,26 @@ EOF
 write_hosts_toml() {
   local r
   for r in "${MIRRORED_REGISTRIES[@]}" "$REGISTRY"; do
-    local f="$CERTS_D/$r/hosts.toml"
-    if [ -f "$f" ] && ! grep -q "$MARKER" "$f"; then
-      warn "replacing $f (not written by local-up; saved as $f.orig)"
-      cp -f "$f" "$f.orig"
-    fi
-    write_if_changed "$f" <<EOF || true
-# $MARKER: $r resolves ONLY to the local registry
-server = "http://$REGISTRY"
+    write_one_hosts_toml "$r" "$REGISTRY"
+  done
+  # the password-protected registry is only itself (plain HTTP on loopback)
+  write_one_hosts_toml "$REGISTRY_AUTH" "$REGISTRY_AUTH"
+}
 
-[host."http://$REGISTRY"]
+write_one_hosts_toml() {  # NAME TARGET
+  local r=$1 target=$2
+  local f="$CERTS_D/$r/hosts.toml"
+  if [ -f "$f" ] && ! grep -q "$MARKER" "$f"; then
+    warn "replacing $f (not written by local-up; saved as $f.orig)"
+    cp -f "$f" "$f.orig"
+  fi
+  write_if_changed "$f" <<EOF || true
+# $MARKER: $r resolves ONLY to the local registry $target
+server = "http://$target"
+
+[host."http://$target"]
   capabilities = ["pull", "resolve"]
 EOF
-  done
 }
 
 write_crictl_config() {
@@ -751,6 +797,57 @@ http:
     X-Content-Type-Options: [nosniff]
 EOF
   ensure_daemon registry 5000 registry_healthy 30 -- "$(command -v docker-registry)" serve "$STATE/registry/config.yml"
+  step_registry_auth
+}
+
+# bcrypt hash for an htpasswd file (docker-registry accepts only bcrypt): htpasswd if installed,
+# else the system python's crypt module (libxcrypt does bcrypt); the password comes on stdin
+bcrypt_hash() {
+  if command -v htpasswd >/dev/null; then
+    htpasswd -niB x | sed -n 's/^x://p'
+  else
+    /usr/bin/python3 -W ignore -c 'import crypt, sys; print(crypt.crypt(sys.stdin.read().rstrip("\n"), crypt.mksalt(crypt.METHOD_BLOWFISH)))'
+  fi
+}
+
+# the second registry: same binary, own storage, htpasswd basic auth (plain HTTP on loopback only)
+step_registry_auth() {
+  mkdir -p "$REGISTRY_AUTH_DIR/data"; chmod 700 "$REGISTRY_AUTH_DIR"
+  if [ ! -s "$REGISTRY_AUTH_CREDS_FILE" ]; then
+    log "registry-auth: new credentials ($REGISTRY_AUTH_CREDS_FILE)"
+    ( umask 077; printf '%s:%s\n' "$REGISTRY_AUTH_USER" "$(openssl rand -hex 16)" > "$REGISTRY_AUTH_CREDS_FILE" )
+  fi
+  local htpasswd="$REGISTRY_AUTH_DIR/htpasswd"
+  if [ ! -s "$htpasswd" ] || [ "$REGISTRY_AUTH_CREDS_FILE" -nt "$htpasswd" ]; then
+    local hash
+    hash=$(cut -d: -f2- "$REGISTRY_AUTH_CREDS_FILE" | bcrypt_hash) || die "cannot hash the registry password"
+    [[ "$hash" == \$2* ]] || die "no bcrypt available (install apache2-utils for htpasswd)"
+    ( umask 077; printf '%s:%s\n' "$REGISTRY_AUTH_USER" "$hash" > "$htpasswd" )
+  fi
+  write_if_changed "$REGISTRY_AUTH_DIR/config.yml" <<EOF || true
+# $MARKER: the password-protected registry (htpasswd basic auth)
+version: 0.1
+log:
+  level: info
+  fields:
+    service: registry-auth
+storage:
+  cache:
+    blobdescriptor: inmemory
+  filesystem:
+    rootdirectory: $REGISTRY_AUTH_DIR/data
+  delete:
+    enabled: true
+auth:
+  htpasswd:
+    realm: deckhand-local
+    path: $htpasswd
+http:
+  addr: $REGISTRY_AUTH
+  headers:
+    X-Content-Type-Options: [nosniff]
+EOF
+  ensure_daemon registry-auth "${REGISTRY_AUTH##*:}" registry_auth_healthy 30 -- "$(command -v docker-registry)" serve "$REGISTRY_AUTH_DIR/config.yml"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -758,15 +855,182 @@ EOF
 # ---------------------------------------------------------------------------------------------
 step_images() {
   log "images: hack/images/build-images.sh"
-  REGISTRY=$REGISTRY "$ROOT/hack/images/build-images.sh" 2>&1 | sed 's/^/    /'
+  REGISTRY=$REGISTRY AUTH_REGISTRY=$REGISTRY_AUTH AUTH_CREDS_FILE=$REGISTRY_AUTH_CREDS_FILE \
+    "$ROOT/hack/images/build-images.sh" 2>&1 | sed 's/^/    /'
   # prove the mirror mapping through the CRI plugin's own image store (namespace k8s.io)
   local img
-  for img in docker.io/library/busybox:latest "$SANDBOX_IMAGE"; do
+  for img in docker.io/library/busybox:latest "$SANDBOX_IMAGE" "$KUBE_PROXY_IMAGE"; do
     ctr --address "$CRI_SOCK" -n k8s.io images pull --hosts-dir "$CERTS_D" "$img" >/dev/null 2>"$STATE/pull.err" ||
       { cat "$STATE/pull.err" >&2; die "containerd could not pull $img from the local registry"; }
   done
   rm -f "$STATE/pull.err"
-  log "images: docker.io/library/busybox:latest and $SANDBOX_IMAGE pull from $REGISTRY"
+  log "images: docker.io/library/busybox:latest, $SANDBOX_IMAGE and $KUBE_PROXY_IMAGE pull from $REGISTRY"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 8b. kube-proxy, as kubeadm deploys it (cmd/kubeadm/app/phases/addons/proxy: the ServiceAccount,
+# the node-proxier binding, the ConfigMap with config.conf + kubeconfig.conf, the DaemonSet), with
+# kind's conntrack settings so that no host-wide conntrack sysctl is touched
+# ---------------------------------------------------------------------------------------------
+# /lib/modules and /run/xtables.lock are hostPath mounts of the DaemonSet; where this host lacks
+# them, up creates them and down removes them again (only if it created them)
+ensure_kube_proxy_host_paths() {
+  if [ ! -e /lib/modules ]; then
+    mkdir -p /lib/modules && touch "$STATE/created-lib-modules"
+  fi
+  if [ ! -e /run/xtables.lock ]; then
+    touch /run/xtables.lock && touch "$STATE/created-xtables-lock"
+  fi
+}
+
+step_kube_proxy_objects() {
+  ensure_kube_proxy_host_paths
+  "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" apply --server-side --force-conflicts --field-manager=local-up -f - > "$STATE/kube-proxy-objects.log" 2>&1 <<EOF || { cat "$STATE/kube-proxy-objects.log" >&2; die "kubectl apply of the kube-proxy objects failed"; }
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: kube-proxy, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:node-proxier"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:node-proxier"}
+subjects:
+- {kind: ServiceAccount, name: kube-proxy, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: kube-proxy, namespace: kube-system}
+rules:
+- {apiGroups: [""], resources: [configmaps], resourceNames: [kube-proxy], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: kube-proxy, namespace: kube-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kube-proxy}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+  labels: {app: kube-proxy}
+data:
+  config.conf: |-
+    apiVersion: kubeproxy.config.k8s.io/v1alpha1
+    kind: KubeProxyConfiguration
+    bindAddress: 0.0.0.0
+    clientConnection:
+      kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
+    clusterCIDR: $CLUSTER_CIDR
+    conntrack:
+      # kind: leave the host-wide conntrack table size and TCP timeouts alone
+      maxPerCore: 0
+      tcpEstablishedTimeout: 0s
+      tcpCloseWaitTimeout: 0s
+    # servers and NodePorts only on the node IP and loopback (never the real interface)
+    healthzBindAddress: $NODE_IP:10256
+    metricsBindAddress: 127.0.0.1:10249
+    nodePortAddresses: ["$NODE_IP/32"]
+    iptables:
+      minSyncPeriod: 1s
+    mode: iptables
+  kubeconfig.conf: |-
+    apiVersion: v1
+    kind: Config
+    clusters:
+    - cluster:
+        certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
+        server: $API_SERVER
+      name: default
+    contexts:
+    - context:
+        cluster: default
+        namespace: default
+        user: default
+      name: default
+    current-context: default
+    users:
+    - name: default
+      user:
+        tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: kube-proxy
+  namespace: kube-system
+  labels: {k8s-app: kube-proxy}
+spec:
+  selector:
+    matchLabels: {k8s-app: kube-proxy}
+  updateStrategy: {type: RollingUpdate}
+  template:
+    metadata:
+      labels: {k8s-app: kube-proxy}
+    spec:
+      priorityClassName: system-node-critical
+      containers:
+      - name: kube-proxy
+        image: $KUBE_PROXY_IMAGE
+        imagePullPolicy: IfNotPresent
+        command:
+        - /usr/local/bin/kube-proxy
+        - --config=/var/lib/kube-proxy/config.conf
+        - --hostname-override=\$(NODE_NAME)
+        securityContext:
+          privileged: true
+        volumeMounts:
+        - {mountPath: /var/lib/kube-proxy, name: kube-proxy}
+        - {mountPath: /run/xtables.lock, name: xtables-lock, readOnly: false}
+        - {mountPath: /lib/modules, name: lib-modules, readOnly: true}
+        env:
+        - name: NODE_NAME
+          valueFrom:
+            fieldRef: {fieldPath: spec.nodeName}
+      hostNetwork: true
+      serviceAccountName: kube-proxy
+      volumes:
+      - name: kube-proxy
+        configMap: {name: kube-proxy}
+      - name: xtables-lock
+        hostPath: {path: /run/xtables.lock, type: FileOrCreate}
+      - name: lib-modules
+        hostPath: {path: /lib/modules}
+      tolerations:
+      - operator: Exists
+      nodeSelector:
+        kubernetes.io/os: linux
+EOF
+  log "kube-proxy: ServiceAccount, kubeadm:node-proxier, ConfigMap and DaemonSet kube-system/kube-proxy applied"
+}
+
+kube_proxy_ready() {
+  [ "$("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get daemonset kube-proxy \
+        -o 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}' 2>/dev/null)" = 1/1 ] &&
+    ipt -t nat -S KUBE-SERVICES >/dev/null 2>&1
+}
+
+# wait for deckhand to run the DaemonSet's pod and for kube-proxy's first sync, then put the guard
+# jumps back in front of the ones kube-proxy inserted
+wait_kube_proxy() {
+  local timeout=${KUBE_PROXY_WAIT_TIMEOUT:-120} i
+  if [ -z "$(pid_of deckhand)" ]; then
+    warn "kube-proxy: deckhand does not run; the DaemonSet's pod will start when it does"
+    return 0
+  fi
+  log "kube-proxy: waiting up to ${timeout}s for the DaemonSet to be ready on $NODE_NAME and its first sync"
+  for i in $(seq 1 "$timeout"); do
+    kube_proxy_ready && break
+    sleep 1
+  done
+  ensure_guard_first
+  if kube_proxy_ready; then
+    log "kube-proxy: ready (iptables mode); guard chains first in INPUT, FORWARD and OUTPUT"
+  else
+    warn "kube-proxy did not become ready within ${timeout}s (kubectl -n kube-system describe ds,pods -l k8s-app=kube-proxy)"
+  fi
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -948,6 +1212,9 @@ POD_CIDR=$POD_CIDR
 CLUSTER_CIDR=$CLUSTER_CIDR
 SERVICE_CIDR=$SERVICE_CIDR
 REGISTRY=$REGISTRY
+REGISTRY_AUTH=$REGISTRY_AUTH
+REGISTRY_AUTH_CREDS_FILE=$REGISTRY_AUTH_CREDS_FILE
+KUBE_PROXY_IMAGE=$KUBE_PROXY_IMAGE
 SANDBOX_IMAGE=$SANDBOX_IMAGE
 CNI_CONF=$CNI_CONF
 CA_CERT=$PKI/ca.crt
@@ -1079,6 +1346,26 @@ cleanup_cni_iptables() {
   done
 }
 
+# kube-proxy's chains (KUBE-*) in every table, with the jumps to them from the built-in chains
+# (kube-proxy --cleanup would also try IPVS and nftables cleanup on the host; this is only what
+# iptables mode leaves)
+cleanup_kube_proxy_iptables() {
+  local table chain rule
+  for table in nat filter mangle raw; do
+    ipt -t "$table" -S 2>/dev/null | { grep -E '^-A [A-Z]+ .*-j KUBE-' || true; } | while IFS= read -r rule; do
+      # shellcheck disable=SC2086
+      eval "ipt -t $table -D ${rule#-A }" 2>/dev/null || true
+    done
+    for chain in $(ipt -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-/ {print $2}'); do
+      ipt -t "$table" -F "$chain" 2>/dev/null || true
+    done
+    for chain in $(ipt -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-/ {print $2}'); do
+      ipt -t "$table" -X "$chain" 2>/dev/null || true
+    done
+    [ -z "$(ipt -t "$table" -S 2>/dev/null | grep -E '^-N KUBE-' || true)" ] || warn "some KUBE-* chains in table $table could not be removed"
+  done
+}
+
 cleanup_network() {
   local ns
   # pod network namespaces left by CNI
@@ -1090,6 +1377,7 @@ cleanup_network() {
   rm -rf "/var/lib/cni/networks/$CNI_NAME" "/var/lib/cni/results/$CNI_NAME"-* 2>/dev/null || true
   ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && ip link del "$CNI_BRIDGE"
   cleanup_cni_iptables
+  cleanup_kube_proxy_iptables
   # guard chains
   local hook chain
   for hook in FORWARD:$GUARD_FWD OUTPUT:$GUARD_OUT INPUT:$GUARD_IN; do
@@ -1132,6 +1420,7 @@ cmd_down() {
   stop_daemon etcd
   stop_daemon containerd
   stop_daemon registry
+  stop_daemon registry-auth
   kill_k8s_shims
   log "down: cleaning mounts, netns, CNI state, cgroups, pod logs"
   cleanup_cgroups
@@ -1141,12 +1430,20 @@ cmd_down() {
   find /var/log/containers -maxdepth 1 -type l -lname '/var/log/pods/*' -delete 2>/dev/null || true
   cleanup_network
   rm -f "$CNI_CONF"
+  # host paths of the kube-proxy DaemonSet that up created
+  if [ -f "$STATE/created-lib-modules" ]; then
+    rmdir /lib/modules 2>/dev/null || warn "/lib/modules is not empty; left in place"
+    rm -f "$STATE/created-lib-modules"
+  fi
+  if [ -f "$STATE/created-xtables-lock" ]; then
+    rm -f /run/xtables.lock "$STATE/created-xtables-lock"
+  fi
   if [ -f "$CRICTL_CONFIG" ] && grep -q "$MARKER" "$CRICTL_CONFIG"; then
     rm -f "$CRICTL_CONFIG"
     if [ -f "$CRICTL_CONFIG.orig" ]; then mv -f "$CRICTL_CONFIG.orig" "$CRICTL_CONFIG"; fi
   fi
   local r
-  for r in "${MIRRORED_REGISTRIES[@]}" "$REGISTRY"; do
+  for r in "${MIRRORED_REGISTRIES[@]}" "$REGISTRY" "$REGISTRY_AUTH"; do
     local f="$CERTS_D/$r/hosts.toml"
     if [ -f "$f" ] && grep -q "$MARKER" "$f"; then
       rm -f "$f"
@@ -1156,7 +1453,7 @@ cmd_down() {
   done
   if [ "$purge" = 1 ]; then
     log "down --purge: removing etcd data, registry data and $DECKHAND_ROOT_DIR"
-    rm -rf "$STATE/etcd" "$STATE/registry/data"
+    rm -rf "$STATE/etcd" "$STATE/registry/data" "$REGISTRY_AUTH_DIR/data"
     rm -rf --one-file-system "$DECKHAND_ROOT_DIR"
   fi
   rm -f "$OWNER_FILE"
@@ -1168,12 +1465,13 @@ cmd_down() {
 # ---------------------------------------------------------------------------------------------
 cmd_status() {
   local rc=0 name pid check
-  for name in etcd kube-apiserver kube-controller-manager containerd registry deckhand deckhand-scheduler; do
+  for name in etcd kube-apiserver kube-controller-manager containerd registry registry-auth deckhand deckhand-scheduler; do
     pid=$(pid_of "$name")
     case $name in
       etcd) check=etcd_healthy ;; kube-apiserver) check=apiserver_ready ;;
       kube-controller-manager) check=kcm_healthy ;; containerd) check=containerd_healthy ;;
-      registry) check=registry_healthy ;; deckhand|deckhand-scheduler) check=true ;;
+      registry) check=registry_healthy ;; registry-auth) check=registry_auth_healthy ;;
+      deckhand|deckhand-scheduler) check=true ;;
     esac
     if [ -z "$pid" ]; then
       # deckhand is the component under test and comes and goes; it does not count for the exit code
@@ -1193,6 +1491,7 @@ cmd_status() {
     printf '%-24s down\n' network; rc=1
   fi
   if [ -n "$(pid_of kube-apiserver)" ] && apiserver_ready; then
+    printf '%-24s %s\n' kube-proxy "DaemonSet kube-system/kube-proxy ready $("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get ds kube-proxy -o 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}' 2>/dev/null || echo '?')"
     "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" get nodes -o wide 2>/dev/null || true
   fi
   return $rc
@@ -1222,11 +1521,13 @@ cmd_up() {
   step_registry
   step_containerd
   step_images
+  step_kube_proxy_objects
   write_env
   build_scheduler || die "deckhand-scheduler could not be built"
   start_scheduler || die_log deckhand-scheduler "deckhand-scheduler did not start"
   build_deckhand
   start_deckhand
+  wait_kube_proxy
   log "up: done in $((SECONDS - T0))s"
   print_hints
 }
@@ -1236,6 +1537,7 @@ cmd_restart_deckhand() {
   build_deckhand   # first, so a failed build leaves the running deckhand alone
   stop_deckhand
   start_deckhand
+  ensure_guard_first
   # keep the scheduler current too (restarted only if its binary or command line changed)
   build_scheduler && start_scheduler || warn "deckhand-scheduler is not running from the current source"
 }

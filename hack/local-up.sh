@@ -179,6 +179,12 @@ start_daemon() {
   (
     cd "$STATE"
     exec 8>&-   # the harness lock (see take_lock) must not live on in the daemon
+    # nor may any other descriptor of the caller, e.g. the machine-wide cluster lock
+    # (/tmp/deckhand-cluster.lock, conventionally fd 9): a daemon would hold it for its lifetime
+    for fd in /proc/self/fd/*; do
+      fd=${fd##*/}
+      { [ "$fd" -gt 2 ] && eval "exec $fd>&-"; } 2>/dev/null || true
+    done
     exec env ${envs[@]+"${envs[@]}"} setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
   ) &
   local pid=$!

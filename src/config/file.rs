@@ -794,7 +794,11 @@ mod tests {
         ))
         .unwrap();
         let fields: Vec<_> = w.iter().map(|w| w.field.as_str()).collect();
-        assert_eq!(fields, vec!["syncFrequency", "featureGates"]);
+        assert_eq!(
+            fields,
+            vec!["featureGates", "syncFrequency"],
+            "in key order"
+        );
         assert!(w[0].to_string().contains("ignored"));
     }
 

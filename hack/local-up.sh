@@ -99,6 +99,11 @@ ADMIN_KUBECONFIG="$STATE/admin.kubeconfig"
 KCM_KUBECONFIG="$STATE/controller-manager.kubeconfig"
 DECKHAND_KUBECONFIG="$STATE/deckhand.kubeconfig"
 DECKHAND_ROOT_DIR=/var/lib/deckhand
+# deckhand's KubeletConfiguration file (--config): clusterDNS/clusterDomain as kubeadm configures
+# them, and the static pod directory (staticPodPath, relative to the file: the Go kubelet's path
+# resolution)
+DECKHAND_CONFIG="$STATE/kubelet-config.yaml"
+STATIC_POD_DIR="$STATE/manifests"
 DECKHAND_LOG="$LOGS/deckhand.log"
 DECKHAND_PIDFILE="$PIDS/deckhand.pid"
 SCHEDULER_KUBECONFIG="$STATE/scheduler.kubeconfig"
@@ -1073,8 +1078,7 @@ deckhand_argv() {
     --tls-cert-file "$PKI/node-serving.crt"
     --tls-private-key-file "$PKI/node-serving.key"
     --client-ca-file "$PKI/ca.crt"
-    --cluster-dns 10.96.0.10
-    --cluster-domain cluster.local)
+    --config "$DECKHAND_CONFIG")
   # shellcheck disable=SC2206
   [ -z "${DECKHAND_ARGS:-}" ] || argv+=($DECKHAND_ARGS)
   printf '%s\0' "${argv[@]}"
@@ -1105,7 +1109,15 @@ start_deckhand() {
     return 0
   fi
   mapfile -d '' argv < <(deckhand_argv)
-  mkdir -p "$DECKHAND_ROOT_DIR"
+  mkdir -p "$DECKHAND_ROOT_DIR" "$STATIC_POD_DIR"
+  write_if_changed "$DECKHAND_CONFIG" <<EOF || true
+# $MARKER: deckhand's KubeletConfiguration (flags on the command line override it)
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: manifests
+clusterDNS: [10.96.0.10]
+clusterDomain: cluster.local
+EOF
   if running_as deckhand "${argv[@]}"; then
     # a rebuilt binary replaces the file; the running process then shows "(deleted)"
     if [ "$(readlink "/proc/$(pid_of deckhand)/exe")" != "$(readlink -f "${argv[0]}") (deleted)" ]; then
@@ -1229,6 +1241,8 @@ DECKHAND_KUBECONFIG=$DECKHAND_KUBECONFIG
 DECKHAND_TLS_CERT=$PKI/node-serving.crt
 DECKHAND_TLS_KEY=$PKI/node-serving.key
 DECKHAND_ROOT_DIR=$DECKHAND_ROOT_DIR
+DECKHAND_CONFIG=$DECKHAND_CONFIG
+STATIC_POD_DIR=$STATIC_POD_DIR
 DECKHAND_BIN=$(deckhand_bin)
 DECKHAND_LOG=$DECKHAND_LOG
 DECKHAND_PIDFILE=$DECKHAND_PIDFILE

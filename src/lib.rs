@@ -6,7 +6,9 @@
 //! | concern | Go kubelet | here |
 //! |---|---|---|
 //! | flags and configuration | `cmd/kubelet/app/options` | [`config`] |
-//! | pod source (API watch) | `config/apiserver.go` | [`source`] |
+//! | pod sources (API watch, static pod files) and their merge | `config/` | [`source`] |
+//! | mirror pods of static pods | `pod/mirror_client.go` | [`pod::mirror`] |
+//! | systemd notify, watchdog, journald | — | [`systemd`] |
 //! | node registration, status, lease | `kubelet_node_status.go`, `nodestatus/`, `nodelease/` | [`node`] |
 //! | pod workers, sync and termination | `pod_workers.go`, `kuberuntime_manager.go` | [`pod`] |
 //! | what to run or kill next (pure) | `kuberuntime computePodActions` | [`pod::actions`] |
@@ -35,6 +37,7 @@ pub mod scheduler;
 pub mod server;
 pub mod source;
 pub mod status;
+pub mod systemd;
 pub mod time;
 pub mod volume;
 

@@ -4,7 +4,6 @@
 //! stops; the next start adopts them.
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
 use deckhand::config::{Command, Flags};
 use deckhand::cri::CriClient;
 use deckhand::events::{reason, EventRecorder};
@@ -12,12 +11,19 @@ use deckhand::node::{parse_labels, parse_taints, NodeAgent, NodeConfig};
 use deckhand::pleg::Pleg;
 use deckhand::pod::workers::{PodWorkers, SyncContext};
 use deckhand::status::StatusManager;
+use deckhand::systemd::{Milestone, Notice, Notifier, SdNotifier, Startup};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Mutex};
 use tokio_util::sync::CancellationToken;
 
+/// Logs to stderr as text, or, when stderr is the journal (`$JOURNAL_STREAM`, i.e. deckhand runs
+/// as a systemd service), as structured journal entries: each span field becomes a journal field
+/// (`F_POD_NAMESPACE`, `F_POD_NAME`, `F_POD_UID`, ...), so `journalctl -u deckhand F_POD_NAME=web`
+/// works.
 fn init_tracing(verbosity: u8) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let default = match verbosity {
         0 | 1 => "info",
         2 | 3 => "debug",
@@ -28,6 +34,18 @@ fn init_tracing(verbosity: u8) {
             "{default},kube=warn,tower=warn,hyper=warn,h2=warn"
         ))
     });
+    if deckhand::systemd::stderr_is_journal() {
+        match tracing_journald::layer() {
+            Ok(journald) => {
+                tracing_subscriber::registry()
+                    .with(filter)
+                    .with(journald.with_syslog_identifier("deckhand".into()))
+                    .init();
+                return;
+            }
+            Err(e) => eprintln!("journald unavailable ({e}); logging text to stderr"),
+        }
+    }
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
@@ -89,8 +107,18 @@ async fn shutdown_signal() {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let flags = Flags::parse();
+    let (flags, warnings) = match Flags::load() {
+        Ok(x) => x,
+        Err(e) => {
+            // Before logging is set up: plain stderr (the journal takes it too).
+            eprintln!("deckhand: {e}");
+            std::process::exit(1);
+        }
+    };
     init_tracing(flags.verbosity);
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
     let cri =
         CriClient::new(&flags.container_runtime_endpoint).context("container runtime endpoint")?;
 
@@ -98,6 +126,11 @@ async fn main() -> Result<()> {
         return cri_cleanup(&cri).await;
     }
 
+    let notifier = SdNotifier;
+    let mut startup = Startup::default();
+    notifier.notify(&Notice::Status(
+        "starting: connecting to the API server and the runtime".into(),
+    ));
     let node_name = flags.node_name();
     let Some(node_ip) = flags.node_ip else {
         bail!("--node-ip is required: deckhand never guesses the node address from the machine's interfaces");
@@ -158,6 +191,9 @@ async fn main() -> Result<()> {
         "Starting kubelet.".into(),
     );
     let node_uid = node.metadata.uid.clone().unwrap_or_default();
+    for n in startup.reach(Milestone::NodeRegistered) {
+        notifier.notify(&n);
+    }
 
     let mut tasks = tokio::task::JoinSet::new();
     {
@@ -168,6 +204,7 @@ async fn main() -> Result<()> {
     {
         let agent = agent.clone();
         let c = cancel.clone();
+        let node_uid = node_uid.clone();
         tasks.spawn(async move { agent.run_lease_loop(node_uid, c).await });
     }
     let ctx = Arc::new(SyncContext {
@@ -191,13 +228,60 @@ async fn main() -> Result<()> {
         memory_capacity_bytes: deckhand::node::hostinfo::HostInfo::read(&flags.root_dir)
             .memory_bytes as i64,
     });
+    let mirror_uids = ctx.status.mirror_uids();
     let (pod_tx, pod_rx) = mpsc::channel(256);
     let (pleg_tx, pleg_rx) = mpsc::channel(1024);
+    let (synced_tx, mut synced_rx) = tokio::sync::oneshot::channel();
     {
+        // Pod sources: the API server, and the static pod directory when configured; merged
+        // (mirror pods, start-up sync) before the pod workers.
+        let (api_tx, api_rx) = mpsc::channel(256);
         let c = cancel.clone();
-        let client = client.clone();
+        let client2 = client.clone();
         let name = node_name.clone();
-        tasks.spawn(async move { deckhand::source::run(client, name, pod_tx, c).await });
+        tasks.spawn(async move { deckhand::source::run(client2, name, api_tx, c).await });
+        let static_rx = if flags.pod_manifest_path.is_empty() {
+            None
+        } else {
+            let (static_tx, static_rx) = mpsc::channel(16);
+            let dir = std::path::PathBuf::from(&flags.pod_manifest_path);
+            tracing::info!(dir = %dir.display(), "watching the static pod directory");
+            let rec = recorder.clone();
+            let name = node_name.clone();
+            let name2 = node_name.clone();
+            let c = cancel.clone();
+            let period = flags.file_check_frequency;
+            tasks.spawn(async move {
+                deckhand::source::file::run(
+                    dir,
+                    name,
+                    period,
+                    static_tx,
+                    move |msg| {
+                        rec.node(
+                            &name2,
+                            true,
+                            deckhand::source::file::REASON_FAILED_STATIC_POD,
+                            msg,
+                        )
+                    },
+                    c,
+                )
+                .await
+            });
+            Some(static_rx)
+        };
+        let mirror = deckhand::source::mux::MirrorContext {
+            client: client.clone(),
+            node_name: node_name.clone(),
+            node_uid: node_uid.clone(),
+            uids: mirror_uids,
+        };
+        let c = cancel.clone();
+        tasks.spawn(async move {
+            deckhand::source::mux::run(Some(api_rx), static_rx, pod_tx, Some(mirror), synced_tx, c)
+                .await
+        });
     }
     {
         let pleg = Pleg::new(
@@ -209,10 +293,24 @@ async fn main() -> Result<()> {
         let c = cancel.clone();
         tasks.spawn(async move { pleg.run(c).await });
     }
+    let workers = PodWorkers::new(ctx);
+    let monitor = workers.monitor();
     {
-        let workers = PodWorkers::new(ctx);
         let c = cancel.clone();
         tasks.spawn(async move { workers.run(pod_rx, pleg_rx, c).await });
+    }
+    if flags.healthz_port > 0 {
+        let addr = std::net::SocketAddr::new(
+            flags.healthz_bind_address,
+            u16::try_from(flags.healthz_port).context("--healthz-port")?,
+        );
+        let listener = deckhand::server::healthz::bind(addr)
+            .await
+            .with_context(|| format!("binding the healthz endpoint {addr}"))?;
+        tracing::info!(%addr, "healthz endpoint listening");
+        let c = cancel.clone();
+        let monitor = monitor.clone();
+        tasks.spawn(async move { deckhand::server::healthz::run(listener, monitor, c).await });
     }
     {
         // The kubelet HTTPS server (logs, exec, attach, port-forward, stats, metrics): its own
@@ -236,6 +334,9 @@ async fn main() -> Result<()> {
             .context("starting the kubelet server")?;
         let c = cancel.clone();
         tasks.spawn(async move { server.run(c).await });
+        for n in startup.reach(Milestone::ServerListening) {
+            notifier.notify(&n);
+        }
         let policy = deckhand::server::logrotate::Policy {
             max_size: deckhand::server::logrotate::parse_max_size(&flags.container_log_max_size)
                 .map_err(anyhow::Error::msg)
@@ -247,7 +348,42 @@ async fn main() -> Result<()> {
         tasks.spawn(async move { deckhand::server::logrotate::run(cri, policy, c).await });
     }
 
-    shutdown_signal().await;
+    // The main loop: readiness once the pod sources are synced, watchdog pings while the pod
+    // sync loop beats, until SIGTERM/SIGINT.
+    let watchdog = deckhand::systemd::watchdog_interval();
+    if let Some(w) = watchdog {
+        tracing::info!(
+            interval_ms = w.as_millis() as u64,
+            "systemd watchdog enabled"
+        );
+    }
+    let mut watchdog_tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    let mut synced_pending = true;
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            r = &mut synced_rx, if synced_pending => {
+                synced_pending = false;
+                if r.is_ok() {
+                    tracing::info!("pod sources synced");
+                    for n in startup.reach(Milestone::PodSourcesSynced) {
+                        notifier.notify(&n);
+                    }
+                }
+            }
+            _ = watchdog_tick.tick(), if watchdog.is_some() => {
+                let w = watchdog.unwrap_or_default();
+                if monitor.healthy(w.max(deckhand::systemd::SyncLoopMonitor::BEAT * 3)) {
+                    notifier.notify(&Notice::Watchdog);
+                } else {
+                    tracing::error!(since_ms = monitor.age().as_millis() as u64, "pod sync loop is stuck; not feeding the systemd watchdog");
+                }
+            }
+        }
+    }
+    notifier.notify(&Notice::Stopping);
     tracing::info!("shutting down; pods keep running");
     cancel.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), async {

@@ -162,6 +162,7 @@ pub struct PodWorkers {
     workers: HashMap<String, WorkerHandle>,
     done_tx: mpsc::UnboundedSender<String>,
     done_rx: mpsc::UnboundedReceiver<String>,
+    monitor: crate::systemd::SyncLoopMonitor,
 }
 
 fn span_for(pod: &Pod) -> tracing::Span {
@@ -182,7 +183,13 @@ impl PodWorkers {
             workers: HashMap::new(),
             done_tx,
             done_rx,
+            monitor: crate::systemd::SyncLoopMonitor::new(),
         }
+    }
+
+    /// The heartbeat of this dispatcher's loop (for the systemd watchdog and `/healthz`).
+    pub fn monitor(&self) -> crate::systemd::SyncLoopMonitor {
+        self.monitor.clone()
     }
 
     fn update(&mut self, pod: Pod, removed: bool, cancel: &CancellationToken) {
@@ -237,9 +244,12 @@ impl PodWorkers {
         mut pleg: mpsc::Receiver<String>,
         cancel: CancellationToken,
     ) {
+        let mut housekeeping = tokio::time::interval(crate::systemd::SyncLoopMonitor::BEAT);
         loop {
+            self.monitor.beat();
             tokio::select! {
                 _ = cancel.cancelled() => return,
+                _ = housekeeping.tick() => {}
                 ev = pods.recv() => match ev {
                     None => return,
                     Some(PodEvent::Apply(pod)) => {

@@ -17,6 +17,7 @@
 //! Container log rotation (the Go kubelet's container log manager) is in [`logrotate`].
 
 pub mod auth;
+pub mod healthz;
 pub mod logrotate;
 pub mod logs;
 pub mod metrics;

@@ -31,7 +31,9 @@ pub enum StatusError {
 /// Writes pod statuses; one per kubelet, shared by all pod workers (keyed by pod UID).
 pub struct StatusManager {
     client: kube::Client,
+    /// Keyed by the UID written to (a static pod's mirror pod UID).
     last_written: Mutex<HashMap<String, PodStatus>>,
+    mirrors: crate::source::mux::MirrorUids,
 }
 
 /// A JSON merge patch (RFC 7386) that turns `old` into `new`: changed keys are set, removed keys
@@ -72,7 +74,15 @@ impl StatusManager {
         Self {
             client,
             last_written: Mutex::new(HashMap::new()),
+            mirrors: Default::default(),
         }
+    }
+
+    /// The static pod UID → mirror pod map this manager reads (filled by the source merge,
+    /// [`crate::source::mux`]). A static pod's status is written on its mirror pod, as the Go
+    /// status manager's `translatePodUID` does; without a mirror pod yet it is not written.
+    pub fn mirror_uids(&self) -> crate::source::mux::MirrorUids {
+        self.mirrors.clone()
     }
 
     /// Sends `status` for `pod` unless it equals the last status written for this UID.
@@ -81,13 +91,23 @@ impl StatusManager {
     ///
     /// Errors: [`StatusError::Patch`]; the caller retries on its next sync.
     pub async fn set_pod_status(&self, pod: &Pod, status: &PodStatus) -> Result<bool, StatusError> {
-        let uid = crate::pod::uid(pod).to_string();
+        let (uid, api_status) = if crate::source::file::is_static(pod) {
+            match self.mirrors.lock().unwrap().get(crate::pod::uid(pod)) {
+                Some((mirror_uid, mirror_status)) => (mirror_uid.clone(), mirror_status.clone()),
+                None => return Ok(false),
+            }
+        } else {
+            (
+                crate::pod::uid(pod).to_string(),
+                pod.status.clone().unwrap_or_default(),
+            )
+        };
         let base = {
             let cache = self.last_written.lock().unwrap();
             match cache.get(&uid) {
                 Some(last) if last == status => return Ok(false),
                 Some(last) => last.clone(),
-                None => pod.status.clone().unwrap_or_default(),
+                None => api_status,
             }
         };
         let old = serde_json::to_value(&base).unwrap_or(Value::Null);
@@ -130,6 +150,9 @@ impl StatusManager {
     /// Drops what is cached for a pod that is gone.
     pub fn forget(&self, uid: &str) {
         self.last_written.lock().unwrap().remove(uid);
+        if let Some((mirror_uid, _)) = self.mirrors.lock().unwrap().get(uid) {
+            self.last_written.lock().unwrap().remove(mirror_uid);
+        }
     }
 }
 

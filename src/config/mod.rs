@@ -1,8 +1,15 @@
 //! deckhand's flags, named and defaulted as the Go kubelet's (k/k `cmd/kubelet/app/options`,
 //! KubeletConfiguration defaults in `pkg/kubelet/apis/config/v1beta1/defaults.go`), so that a
 //! kubeadm-style unit can start deckhand where it starts `/usr/bin/kubelet`.
+//!
+//! The flags may come with a KubeletConfiguration file (`--config`, [`file`]); as in the Go
+//! kubelet (`cmd/kubelet/app/server.go`), a flag given on the command line wins over the file,
+//! and the file wins over the flag defaults ([`merge_file`], pure; [`Flags::load`] does the I/O).
 
-use clap::Parser;
+pub mod file;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -239,6 +246,50 @@ pub struct Flags {
     #[arg(long = "pod-manifest-path", default_value = "")]
     pub pod_manifest_path: String,
 
+    /// How often the static pod directory is re-read besides inotify (`fileCheckFrequency`).
+    #[arg(long = "file-check-frequency", default_value = "20s", value_parser = parse_go_duration)]
+    pub file_check_frequency: Duration,
+
+    /// Port of the plain-HTTP `/healthz` endpoint (`healthzPort`); 0 disables it. `kubeadm join`
+    /// waits on it.
+    #[arg(long = "healthz-port", default_value_t = 10248)]
+    pub healthz_port: i32,
+
+    /// Address of the `/healthz` endpoint (`healthzBindAddress`).
+    #[arg(long = "healthz-bind-address", default_value = "127.0.0.1")]
+    pub healthz_bind_address: IpAddr,
+
+    /// The unauthenticated read-only port (`readOnlyPort`). deckhand has none: only 0 is
+    /// accepted.
+    #[arg(long = "read-only-port", default_value_t = 0)]
+    pub read_only_port: i32,
+
+    /// CRI image service endpoint (`imageServiceEndpoint`); only the runtime endpoint itself is
+    /// accepted (deckhand uses one CRI connection).
+    #[arg(long = "image-service-endpoint")]
+    pub image_service_endpoint: Option<String>,
+
+    /// Deprecated in the Go kubelet (the sandbox image comes from the runtime's configuration);
+    /// accepted with a warning and not used.
+    #[arg(long = "pod-infra-container-image")]
+    pub pod_infra_container_image: Option<String>,
+
+    /// The Go kubelet refuses to start with swap on unless this is false. deckhand never checks
+    /// for swap; accepted for compatibility.
+    #[arg(long = "fail-swap-on", default_value_t = true, num_args = 0..=1,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub fail_swap_on: bool,
+
+    /// Cgroup of the kubelet process (`kubeletCgroups`); accepted with a warning, deckhand stays
+    /// where its service manager puts it.
+    #[arg(long = "kubelet-cgroups")]
+    pub kubelet_cgroups: Option<String>,
+
+    /// Cgroup of the container runtime, for its stats (`--runtime-cgroups`); accepted with a
+    /// warning and not used.
+    #[arg(long = "runtime-cgroups")]
+    pub runtime_cgroups: Option<String>,
+
     /// Subcommand (maintenance tools); none runs the node agent.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -252,7 +303,164 @@ pub enum Command {
     CriCleanup,
 }
 
+/// Errors of [`Flags::load`] (the flags themselves are checked by clap).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The `--config` file is unusable.
+    #[error(transparent)]
+    File(#[from] file::ConfigFileError),
+    /// A flag or file value deckhand cannot honour.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Sets every honoured field of `file` on `flags` unless `explicit(flag_id)` says the flag was
+/// given on the command line (the Go kubelet's precedence: command line, then file, then
+/// defaults). `flag_id` is the clap id, i.e. the [`Flags`] field name.
+pub fn merge_file(flags: &mut Flags, file: &file::FileConfig, explicit: &dyn Fn(&str) -> bool) {
+    macro_rules! take {
+        ($id:ident) => {
+            if let Some(v) = &file.$id {
+                if !explicit(stringify!($id)) {
+                    flags.$id = v.clone();
+                }
+            }
+        };
+        ($id:ident, opt) => {
+            if let Some(v) = &file.$id {
+                if !explicit(stringify!($id)) {
+                    flags.$id = Some(v.clone());
+                }
+            }
+        };
+        ($id:ident => $flag:ident) => {
+            if let Some(v) = &file.$id {
+                if !explicit(stringify!($flag)) {
+                    flags.$flag = v.clone();
+                }
+            }
+        };
+    }
+    take!(static_pod_path => pod_manifest_path);
+    take!(pod_logs_dir);
+    take!(file_check_frequency);
+    take!(address);
+    take!(port);
+    take!(read_only_port);
+    take!(tls_cert_file, opt);
+    take!(tls_private_key_file, opt);
+    take!(rotate_certificates);
+    take!(server_tls_bootstrap => rotate_server_certificates);
+    take!(client_ca_file, opt);
+    take!(authentication_webhook => authentication_token_webhook);
+    take!(anonymous_auth);
+    take!(authorization_mode);
+    take!(healthz_port);
+    take!(healthz_bind_address);
+    take!(cluster_domain);
+    take!(cluster_dns);
+    take!(node_status_update_frequency);
+    take!(node_status_report_frequency);
+    take!(node_lease_duration_seconds);
+    take!(cgroups_per_qos);
+    take!(cgroup_driver);
+    take!(max_pods);
+    take!(resolv_conf);
+    take!(eviction_hard);
+    take!(container_log_max_size);
+    take!(container_log_max_files);
+    take!(system_reserved);
+    take!(kube_reserved);
+    take!(verbosity);
+    take!(register_with_taints);
+    take!(container_runtime_endpoint);
+    take!(image_service_endpoint, opt);
+}
+
+/// True when the argument `id` was given on the command line (or through its environment
+/// variable), not taken from its default.
+pub fn given(matches: &ArgMatches, id: &str) -> bool {
+    matches!(
+        matches
+            .try_get_raw(id)
+            .ok()
+            .and_then(|_| matches.value_source(id)),
+        Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+    )
+}
+
 impl Flags {
+    /// Parses the command line (clap exits with its usage message on an unknown or malformed
+    /// flag, and for `--help`/`--version`), then merges the `--config` file under it and checks
+    /// the result. Returns the flags and the warnings to log once logging is set up.
+    ///
+    /// Errors: [`ConfigError`].
+    pub fn load() -> Result<(Flags, Vec<String>), ConfigError> {
+        let matches = Flags::command().get_matches();
+        Self::from_matches(&matches)
+    }
+
+    /// [`Flags::load`] on already parsed arguments (for tests).
+    ///
+    /// Errors: [`ConfigError`].
+    pub fn from_matches(matches: &ArgMatches) -> Result<(Flags, Vec<String>), ConfigError> {
+        let mut flags = Flags::from_arg_matches(matches)
+            .map_err(|e| ConfigError::Unsupported(e.to_string()))?;
+        let mut warnings = Vec::new();
+        if let Some(path) = flags.config.clone() {
+            let (cfg, w) = file::load(&path)?;
+            warnings.extend(
+                w.into_iter()
+                    .map(|w| format!("kubelet config file {}: {w}", path.display())),
+            );
+            merge_file(&mut flags, &cfg, &|id| given(matches, id));
+        }
+        warnings.extend(flags.check()?);
+        Ok((flags, warnings))
+    }
+
+    /// Checks the merged values; returns warnings for accepted but unused settings.
+    ///
+    /// Errors: [`ConfigError::Unsupported`] for a read-only port, a separate image service
+    /// endpoint, or an unknown cgroup driver.
+    pub fn check(&self) -> Result<Vec<String>, ConfigError> {
+        let mut w = Vec::new();
+        if self.read_only_port != 0 {
+            return Err(ConfigError::Unsupported(format!(
+                "read-only port {} (readOnlyPort): deckhand serves no unauthenticated port; set it to 0",
+                self.read_only_port
+            )));
+        }
+        if let Some(ep) = &self.image_service_endpoint {
+            if ep != &self.container_runtime_endpoint {
+                return Err(ConfigError::Unsupported(format!(
+                    "image service endpoint {ep:?} differs from the container runtime endpoint {:?}: deckhand uses one CRI endpoint for both",
+                    self.container_runtime_endpoint
+                )));
+            }
+        }
+        if !matches!(self.cgroup_driver.as_str(), "cgroupfs" | "systemd") {
+            return Err(ConfigError::Unsupported(format!(
+                "cgroup driver {:?}: must be cgroupfs or systemd",
+                self.cgroup_driver
+            )));
+        }
+        if let Some(img) = &self.pod_infra_container_image {
+            w.push(format!("flag --pod-infra-container-image={img} is deprecated and not used: the pod sandbox image comes from the container runtime's configuration"));
+        }
+        if let Some(c) = &self.kubelet_cgroups {
+            w.push(format!(
+                "flag --kubelet-cgroups={c} is not used: deckhand stays in the cgroup its service manager gives it"
+            ));
+        }
+        if let Some(c) = &self.runtime_cgroups {
+            w.push(format!(
+                "flag --runtime-cgroups={c} is not used: runtime cgroup stats are not reported"
+            ));
+        }
+        Ok(w)
+    }
+
     /// The node name: `--hostname-override`, else the hostname, lower-cased.
     pub fn node_name(&self) -> String {
         self.hostname_override
@@ -360,5 +568,129 @@ mod tests {
         assert_eq!(r["cpu"], 250);
         assert_eq!(r["memory"], 128 * 1024 * 1024 * 1000);
         assert!(parse_reserved(&["gpu=1".into()]).is_err());
+    }
+
+    fn load_args(args: &[&str]) -> Result<(Flags, Vec<String>), ConfigError> {
+        let m = Flags::command().try_get_matches_from(args).unwrap();
+        Flags::from_matches(&m)
+    }
+
+    fn temp_config(name: &str, body: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("deckhand-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+
+    const FILE: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+        clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\nmaxPods: 50\nport: 10260\n\
+        cgroupDriver: systemd\nstaticPodPath: /etc/kubernetes/manifests\n\
+        authentication:\n  anonymous:\n    enabled: true\n\
+        containerRuntimeEndpoint: unix:///run/other.sock\nlogging:\n  verbosity: 2\n";
+
+    #[test]
+    fn flags_only_keep_defaults() {
+        let (f, w) = load_args(&["deckhand", "--max-pods=20"]).unwrap();
+        assert!(w.is_empty());
+        assert_eq!(f.max_pods, 20);
+        assert_eq!(f.port, 10250);
+        assert_eq!(f.cgroup_driver, "cgroupfs");
+        assert!(f.cluster_dns.is_empty());
+        assert_eq!(f.healthz_port, 10248);
+    }
+
+    #[test]
+    fn file_only_sets_fields() {
+        let p = temp_config("file-only.yaml", FILE);
+        let (f, _) = load_args(&["deckhand", &format!("--config={}", p.display())]).unwrap();
+        assert_eq!(f.cluster_dns, vec!["10.96.0.10".parse::<IpAddr>().unwrap()]);
+        assert_eq!(f.cluster_domain, "cluster.local");
+        assert_eq!(f.max_pods, 50);
+        assert_eq!(f.port, 10260);
+        assert_eq!(f.cgroup_driver, "systemd");
+        assert_eq!(f.pod_manifest_path, "/etc/kubernetes/manifests");
+        assert!(f.anonymous_auth);
+        assert_eq!(f.container_runtime_endpoint, "unix:///run/other.sock");
+        assert_eq!(f.verbosity, 2);
+        // Untouched by the file: flag defaults.
+        assert_eq!(f.node_status_update_frequency, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn command_line_wins_over_file() {
+        let p = temp_config("both.yaml", FILE);
+        let (f, _) = load_args(&[
+            "deckhand",
+            &format!("--config={}", p.display()),
+            "--max-pods=7",
+            "--cgroup-driver=cgroupfs",
+            "--anonymous-auth=false",
+            "--container-runtime-endpoint=unix:///run/containerd/containerd.sock",
+            "--v=4",
+            "--cluster-dns=10.96.0.53",
+        ])
+        .unwrap();
+        assert_eq!(f.max_pods, 7);
+        assert_eq!(f.cgroup_driver, "cgroupfs");
+        assert!(!f.anonymous_auth);
+        assert_eq!(
+            f.container_runtime_endpoint,
+            "unix:///run/containerd/containerd.sock"
+        );
+        assert_eq!(f.verbosity, 4);
+        assert_eq!(f.cluster_dns, vec!["10.96.0.53".parse::<IpAddr>().unwrap()]);
+        // From the file, not given on the command line.
+        assert_eq!(f.port, 10260);
+        assert_eq!(f.cluster_domain, "cluster.local");
+        // A flag given with its default value still wins.
+        let (f, _) = load_args(&[
+            "deckhand",
+            &format!("--config={}", p.display()),
+            "--port=10250",
+        ])
+        .unwrap();
+        assert_eq!(f.port, 10250);
+    }
+
+    #[test]
+    fn merge_is_pure() {
+        let mut f = Flags::try_parse_from(["deckhand"]).unwrap();
+        let file = file::FileConfig {
+            max_pods: Some(9),
+            static_pod_path: Some("/m".into()),
+            server_tls_bootstrap: Some(true),
+            ..Default::default()
+        };
+        merge_file(&mut f, &file, &|id| id == "max_pods");
+        assert_eq!(f.max_pods, 110, "explicit flag kept");
+        assert_eq!(f.pod_manifest_path, "/m");
+        assert!(f.rotate_server_certificates);
+    }
+
+    #[test]
+    fn bad_file_and_unsupported_values_are_errors() {
+        let p = temp_config(
+            "unknown.yaml",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n",
+        );
+        let e = load_args(&["deckhand", &format!("--config={}", p.display())]).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("maxPod") && msg.contains("unknown.yaml"),
+            "{msg}"
+        );
+        assert!(load_args(&["deckhand", "--config=/nonexistent/deckhand.yaml"]).is_err());
+        assert!(load_args(&["deckhand", "--read-only-port=10255"]).is_err());
+        assert!(load_args(&["deckhand", "--image-service-endpoint=unix:///other.sock"]).is_err());
+        let (_, w) = load_args(&[
+            "deckhand",
+            "--pod-infra-container-image=registry.k8s.io/pause:3.10",
+        ])
+        .unwrap();
+        assert!(w[0].contains("deprecated"), "{w:?}");
+        assert!(Flags::command()
+            .try_get_matches_from(["deckhand", "--network-plugin=cni"])
+            .is_err());
     }
 }

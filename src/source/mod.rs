@@ -4,6 +4,9 @@
 //! restarts; after each full list the set of listed pod UIDs is reported so pods deleted while
 //! the watch was down are noticed.
 
+pub mod file;
+pub mod mux;
+
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::{self, Event};

@@ -520,10 +520,20 @@ step_controller_manager() {
     --v=1
 }
 
+# the cluster's KubeletConfiguration as `kubeadm init` uploads it (kube-system/kubelet-config,
+# cmd/kubeadm/app/componentconfigs/kubelet.go defaults), with the cgroup driver of this
+# machine's containerd (cgroupfs: no systemd here), as a kubeadm config with
+# `cgroupDriver: cgroupfs` would give
+kubelet_config_yaml() {
+  "$ROOT/vagrant/provision.sh" default-kubelet-config | sed 's/^cgroupDriver: systemd$/cgroupDriver: cgroupfs/'
+}
+
 # kubeadm-style objects for the TLS-bootstrap (join) flow: kube-public/cluster-info (signed by the
-# bootstrapsigner controller for each bootstrap token) readable anonymously, and the bindings that
-# let bootstrap tokens create node CSRs that the csrapproving controller approves. Tests create the
-# bootstrap-token-* Secrets themselves.
+# bootstrapsigner controller for each bootstrap token) readable anonymously, the bindings that
+# let bootstrap tokens create node CSRs that the csrapproving controller approves, and the
+# kubelet-config ConfigMap with its Role (what `kubeadm init` creates: phases/bootstraptoken/node,
+# phases/kubelet/config.go). Tests create the bootstrap-token-* Secrets themselves
+# (vagrant/provision.sh token).
 step_cluster_objects() {
   local ca_data; ca_data=$(base64 -w0 < "$PKI/ca.crt")
   "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" apply --server-side --force-conflicts --field-manager=local-up -f - > "$STATE/cluster-objects.log" 2>&1 <<EOF || { cat "$STATE/cluster-objects.log" >&2; die "kubectl apply of the bootstrap objects failed"; }
@@ -575,8 +585,49 @@ metadata: {name: "kubeadm:node-autoapprove-certificate-rotation"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:nodes"}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "kubeadm:get-nodes"}
+rules:
+- {apiGroups: [""], resources: [nodes], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:get-nodes"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "kubeadm:get-nodes"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:kubelet-api-admin"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:kubelet-api-admin"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "kube-apiserver-kubelet-client"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kubelet-config, namespace: kube-system}
+data:
+  kubelet: |
+$(kubelet_config_yaml | sed 's/^/    /')
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: "kubeadm:kubelet-config", namespace: kube-system}
+rules:
+- {apiGroups: [""], resources: [configmaps], resourceNames: [kubelet-config], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: "kubeadm:kubelet-config", namespace: kube-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: "kubeadm:kubelet-config"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:nodes"}
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
 EOF
-  log "cluster objects: kube-public/cluster-info and bootstrap-token RBAC (kubeadm-style) applied"
+  log "cluster objects: kube-public/cluster-info, kube-system/kubelet-config and bootstrap-token RBAC (kubeadm-style) applied"
 }
 
 # ---------------------------------------------------------------------------------------------

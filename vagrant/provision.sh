@@ -18,6 +18,8 @@
 #       Phases: packages (containerd, runc, CNI plugins, curl, jq, openssl from Debian),
 #       containerd (config with the Debian CNI plugin directory and a bridge network), discovery,
 #       files (what `kubeadm join` writes), install (deckhand binary, unit, drop-in), start.
+#   provision.sh print-command [--prefix DIR] [--null]
+#       Prints that command line, one argument a line.
 #   provision.sh start [--prefix DIR]
 #       Runs deckhand in the foreground exactly as the unit's ExecStart would (the env files and
 #       the drop-in's Environment= lines expanded as systemd does); for machines without systemd.
@@ -163,18 +165,26 @@ phase_discovery() {
   [[ "$TOKEN" =~ ^[a-z0-9]{6}\.[a-z0-9]{16}$ ]] || die "--token must look like abcdef.0123456789abcdef"
   DISC_DIR=$(mktemp -d)
   local ci="$DISC_DIR/cluster-info.json" i
+  # the bootstrapsigner controller signs cluster-info for a new token within a second or so
   for i in $(seq 1 30); do
-    curl -sfk --max-time 5 "https://$API/api/v1/namespaces/kube-public/configmaps/cluster-info" -o "$ci" && break
-    log "discovery: cluster-info not readable yet from https://$API (attempt $i)"; sleep 2
+    if curl -sfk --max-time 5 "https://$API/api/v1/namespaces/kube-public/configmaps/cluster-info" -o "$ci"; then
+      [ -z "$(jq -r --arg k "jws-kubeconfig-$id" '.data[$k] // empty' "$ci")" ] || break
+      log "discovery: cluster-info not signed for token id $id yet (attempt $i)"
+    else
+      log "discovery: cluster-info not readable yet from https://$API (attempt $i)"
+    fi
+    sleep 2
   done
   [ -s "$ci" ] || die "discovery: cannot read kube-public/cluster-info from https://$API"
   local kc jws header sig want
-  kc=$(jq -r '.data.kubeconfig // empty' "$ci")
+  # byte for byte (a command substitution would drop the trailing newline the JWS covers)
+  jq -j '.data.kubeconfig // empty' "$ci" > "$DISC_DIR/kubeconfig"
+  kc=$(cat "$DISC_DIR/kubeconfig")
   jws=$(jq -r --arg k "jws-kubeconfig-$id" '.data[$k] // empty' "$ci")
   [ -n "$kc" ] || die "discovery: cluster-info has no kubeconfig"
   [ -n "$jws" ] || die "discovery: no JWS for token id $id in cluster-info (unknown or expired token, or the bootstrapsigner controller is not running)"
   header=${jws%%..*}; sig=${jws##*..}
-  want=$(printf '%s.%s' "$header" "$(printf '%s' "$kc" | b64url)" |
+  want=$(printf '%s.%s' "$header" "$(b64url < "$DISC_DIR/kubeconfig")" |
          openssl dgst -sha256 -mac HMAC -macopt "key:$secret" -binary | b64url)
   [ "$want" = "$sig" ] || die "discovery: the cluster-info JWS does not match the token: refusing this API server"
   printf '%s' "$kc" | awk '/certificate-authority-data:/ {print $2; exit}' | base64 -d > "$DISC_DIR/ca.crt"
@@ -335,8 +345,15 @@ phase_install() {
   mkdir -p "$(dirname "$bin")"
   if [ -n "$DECKHAND_SRC" ]; then
     [ -x "$DECKHAND_SRC" ] || die "--deckhand-bin $DECKHAND_SRC is not an executable"
-    if [ "$(readlink -f "$DECKHAND_SRC")" != "$(readlink -f "$bin" 2>/dev/null)" ]; then
-      install -m 0755 "$DECKHAND_SRC" "$bin.new" && mv -f "$bin.new" "$bin"
+    local src; src=$(readlink -f "$DECKHAND_SRC")
+    if [ "$src" != "$(readlink -f "$bin" 2>/dev/null)" ]; then
+      if [ -n "$PREFIX" ]; then
+        # under a prefix (tests, the harness) the binary stays where it was built: a rebuild
+        # is picked up by the next start
+        ln -sfn "$src" "$bin"
+      else
+        install -m 0755 "$src" "$bin.new" && mv -f "$bin.new" "$bin"
+      fi
     fi
   fi
   [ -x "$bin" ] || die "no deckhand binary at $bin (pass --deckhand-bin)"
@@ -473,6 +490,12 @@ case "${1:-}" in
   join) shift; cmd_join "$@" ;;
   start) shift; cmd_start "$@" ;;
   default-kubelet-config) default_kubelet_config ;;
-  print-command) shift; [ "${1:-}" != --prefix ] || PREFIX=$2; exec_command | tr '\0' '\n' ;;
+  print-command)
+    # the command line systemd would run, one argument a line (--null: NUL-terminated)
+    shift; nul=0
+    while [ $# -gt 0 ]; do
+      case "$1" in --prefix) PREFIX=${2%/}; shift 2 ;; --null) nul=1; shift ;; *) die "print-command: unknown argument $1" ;; esac
+    done
+    if [ "$nul" = 1 ]; then exec_command; else exec_command | tr '\0' '\n'; fi ;;
   *) sed -n '2,/^set -euo/p' "$SELF" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac

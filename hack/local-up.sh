@@ -21,6 +21,11 @@
 #   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready (default 1)
 #   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
 #   DECKHAND_ARGS          extra arguments appended to deckhand's command line
+#   DECKHAND_JOIN          1 (default): deckhand joins the kubeadm way, through a bootstrap token,
+#                          with the files vagrant/provision.sh writes into _output/local-up/join/
+#                          (bootstrap-kubelet.conf, config.yaml, kubeadm-flags.env, the drop-in)
+#                          and the command line systemd would run from them; 0: a static node
+#                          kubeconfig
 #   SCHEDULER_BIN          use this deckhand-scheduler binary instead of cargo's
 #   SCHEDULER_ARGS         extra arguments appended to deckhand-scheduler's command line
 #   RUST_LOG               deckhand's log filter (default info)
@@ -78,6 +83,11 @@ ADMIN_KUBECONFIG="$STATE/admin.kubeconfig"
 KCM_KUBECONFIG="$STATE/controller-manager.kubeconfig"
 DECKHAND_KUBECONFIG="$STATE/deckhand.kubeconfig"
 DECKHAND_ROOT_DIR=/var/lib/deckhand
+# deckhand joins as `kubeadm join` makes a kubelet join (see ensure_join_files); 0: a static
+# node kubeconfig signed here
+DECKHAND_JOIN=${DECKHAND_JOIN:-1}
+JOIN_DIR="$STATE/join"
+JOIN_KUBECONFIG="$JOIN_DIR/etc/kubernetes/kubelet.conf"
 DECKHAND_LOG="$LOGS/deckhand.log"
 DECKHAND_PIDFILE="$PIDS/deckhand.pid"
 SCHEDULER_KUBECONFIG="$STATE/scheduler.kubeconfig"
@@ -158,6 +168,7 @@ start_daemon() {
   (
     cd "$STATE"
     exec 8>&-   # the harness lock (see take_lock) must not live on in the daemon
+    exec 9>&-   # nor a caller's lock on fd 9 (e.g. a machine-wide flock around `up`)
     exec env ${envs[@]+"${envs[@]}"} setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
   ) &
   local pid=$!
@@ -843,7 +854,49 @@ build_deckhand() {
   [ -x "$ROOT/target/release/deckhand" ] || die "cargo build did not produce target/release/deckhand"
 }
 
+# kubeadm join's files for deckhand (DECKHAND_JOIN=1): vagrant/provision.sh writes them into
+# $JOIN_DIR from a bootstrap token, exactly as it does on a Vagrant VM joining a kind cluster. A
+# new token is made only when the one in bootstrap-kubelet.conf is gone (expired); a node
+# kubeconfig whose certificate the current CA did not sign is dropped, so deckhand bootstraps
+# again.
+ensure_join_files() {
+  local prov="$ROOT/vagrant/provision.sh" token="" id cert="$JOIN_DIR/var/lib/kubelet/pki/kubelet-client-current.pem"
+  if [ -f "$JOIN_KUBECONFIG" ] && ! openssl verify -CAfile "$PKI/ca.crt" "$cert" >/dev/null 2>&1; then
+    log "deckhand: the node certificate is not from this cluster's CA; TLS bootstrap again"
+    rm -f "$JOIN_KUBECONFIG"
+  fi
+  if [ -f "$JOIN_DIR/etc/kubernetes/bootstrap-kubelet.conf" ]; then
+    token=$(awk '$1 == "token:" {print $2}' "$JOIN_DIR/etc/kubernetes/bootstrap-kubelet.conf")
+    id=${token%%.*}
+    "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get secret "bootstrap-token-$id" >/dev/null 2>&1 || token=""
+  fi
+  if [ -z "$token" ]; then
+    token=$(KUBECTL=$KUBECTL "$prov" token --kubeconfig "$ADMIN_KUBECONFIG" --ttl 24h --description "hack/local-up.sh join") ||
+      die "creating a bootstrap token (vagrant/provision.sh token) failed"
+    log "deckhand: bootstrap token ${token%%.*}.<secret> (kube-system/bootstrap-token-${token%%.*})"
+  fi
+  # the harness's own settings as the user's KUBELET_EXTRA_ARGS: the node IP and address, the
+  # root dir, and the cluster-signed serving certificate (the API server verifies kubelets
+  # against the cluster CA here: --kubelet-certificate-authority)
+  local extra="--address=$NODE_IP --root-dir=$DECKHAND_ROOT_DIR --tls-cert-file=$PKI/node-serving.crt --tls-private-key-file=$PKI/node-serving.key"
+  "$prov" join --api-server "$NODE_IP:$API_PORT" --token "$token" \
+      --discovery-token-ca-cert-hash "$("$prov" ca-cert-hash "$PKI/ca.crt")" \
+      --node-name "$NODE_NAME" --node-ip "$NODE_IP" --deckhand-bin "$(deckhand_bin)" \
+      --cri-socket "$CRI_ENDPOINT" --prefix "$JOIN_DIR" --skip-phases packages,containerd,start \
+      --extra-args "$extra" > "$STATE/join.log" 2>&1 ||
+    { cat "$STATE/join.log" >&2; die "vagrant/provision.sh join failed (log $STATE/join.log)"; }
+}
+
 deckhand_argv() {
+  if [ "$DECKHAND_JOIN" = 1 ]; then
+    local argv=()
+    mapfile -d '' argv < <("$ROOT/vagrant/provision.sh" print-command --prefix "$JOIN_DIR" --null)
+    [ ${#argv[@]} -gt 0 ] || die "no deckhand command line from $JOIN_DIR"
+    # shellcheck disable=SC2206
+    [ -z "${DECKHAND_ARGS:-}" ] || argv+=($DECKHAND_ARGS)
+    printf '%s\0' "${argv[@]}"
+    return 0
+  fi
   local argv=("$(deckhand_bin)"
     --kubeconfig "$DECKHAND_KUBECONFIG"
     --hostname-override "$NODE_NAME"
@@ -885,6 +938,7 @@ start_deckhand() {
     warn "a deckhand not started by local-up is running (pid ${foreign% }); not starting a second kubelet for node $NODE_NAME"
     return 0
   fi
+  [ "$DECKHAND_JOIN" != 1 ] || ensure_join_files
   mapfile -d '' argv < <(deckhand_argv)
   mkdir -p "$DECKHAND_ROOT_DIR"
   if running_as deckhand "${argv[@]}"; then
@@ -1003,7 +1057,9 @@ SANDBOX_IMAGE=$SANDBOX_IMAGE
 CNI_CONF=$CNI_CONF
 CA_CERT=$PKI/ca.crt
 PKI_DIR=$PKI
-DECKHAND_KUBECONFIG=$DECKHAND_KUBECONFIG
+DECKHAND_KUBECONFIG=$([ "$DECKHAND_JOIN" = 1 ] && echo "$JOIN_KUBECONFIG" || echo "$DECKHAND_KUBECONFIG")
+DECKHAND_JOIN=$DECKHAND_JOIN
+JOIN_DIR=$JOIN_DIR
 DECKHAND_TLS_CERT=$PKI/node-serving.crt
 DECKHAND_TLS_KEY=$PKI/node-serving.key
 DECKHAND_ROOT_DIR=$DECKHAND_ROOT_DIR
@@ -1207,7 +1263,7 @@ cmd_down() {
   done
   if [ "$purge" = 1 ]; then
     log "down --purge: removing etcd data, registry data and $DECKHAND_ROOT_DIR"
-    rm -rf "$STATE/etcd" "$STATE/registry/data"
+    rm -rf "$STATE/etcd" "$STATE/registry/data" "$JOIN_DIR"
     rm -rf --one-file-system "$DECKHAND_ROOT_DIR"
   fi
   rm -f "$OWNER_FILE"

@@ -126,8 +126,9 @@ async fn joins_with_a_bootstrap_token_and_kubeadm_files_and_comes_up_ready() {
     // are the harness's own here (hack/install-deps.sh, hack/local-up.sh)
     let deckhand_bin = env.get("DECKHAND_BIN").to_string();
     let api = format!("{}:6443", env.node_ip());
+    // --rotate-server-certificates: what `serverTLSBootstrap: true` gives
     let extra = format!(
-        "--address={} --root-dir={}",
+        "--address={} --root-dir={} --rotate-server-certificates=true",
         env.node_ip(),
         env.get("DECKHAND_ROOT_DIR")
     );
@@ -369,9 +370,80 @@ async fn joins_with_a_bootstrap_token_and_kubeadm_files_and_comes_up_ready() {
         log.contains("client certificate issued; kubeconfig written"),
         "{log}"
     );
+
+    // 7. the serving certificate: a kubernetes.io/kubelet-serving CSR by the node (no built-in
+    // approver: approved here, as an admin of a kubeadm cluster does), then served on :10250
+    let serving_url = format!("https://{}:10250/pods", env.node_ip());
+    let curl_code = || {
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "3",
+            ])
+            .args(["--cacert", env.get("CA_CERT"), &serving_url])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let serving_csr = poll(
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        "a kubelet-serving CSR by the node",
+        || {
+            let out = kubectl(&[
+                "get",
+                "csr",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name}|{.spec.signerName}|{.spec.username}|{.status.conditions[*].type}{\"\\n\"}{end}",
+            ]);
+            let user = format!("system:node:{node_name}");
+            out.lines()
+                .map(|l| l.split('|').collect::<Vec<_>>())
+                .find(|f| {
+                    f.len() == 4
+                        && f[1] == "kubernetes.io/kubelet-serving"
+                        && f[2] == user
+                        && f[3].is_empty()
+                })
+                .map(|f| f[0].to_string())
+        },
+    )
+    .await;
+    assert_eq!(
+        curl_code(),
+        "000",
+        "no serving certificate before the CSR is approved"
+    );
+    kubectl(&["certificate", "approve", &serving_csr]);
+    let code = poll(
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        "the kubelet server with the issued serving certificate (verified against the cluster CA)",
+        || Some(curl_code()).filter(|c| c != "000"),
+    )
+    .await;
+    assert!(
+        code.starts_with('4') || code.starts_with('2'),
+        "HTTP {code}"
+    );
+    let served = pki.join("kubelet-server-current.pem");
+    let sans = sh(Command::new("openssl")
+        .args(["x509", "-noout", "-ext", "subjectAltName", "-in"])
+        .arg(&served));
+    assert!(
+        sans.contains(&format!("DNS:{node_name}"))
+            && sans.contains(&format!("IP Address:{}", env.node_ip())),
+        "{sans}"
+    );
+    kubectl(&["delete", "csr", &serving_csr]);
     ns.delete().await;
 
-    // 7. the harness's deckhand again
+    // 8. the harness's deckhand again
     let out = restore.restore().expect("restart output");
     println!("{}", out.text);
     wait_node_ready(&admin, Duration::from_secs(60)).await;

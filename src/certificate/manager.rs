@@ -466,3 +466,50 @@ impl Rotator {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cert_pem(not_after: (i32, u8, u8)) -> String {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        p.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
+        format!(
+            "{}{}",
+            p.self_signed(&key).unwrap().pem(),
+            key.serialize_pem()
+        )
+    }
+
+    #[test]
+    fn a_kubeconfig_is_usable_only_with_an_unexpired_client_certificate() {
+        let dir = std::env::temp_dir().join(format!("deckhand-kcvalid-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let kc = dir.join("kubelet.conf");
+        assert!(!kubeconfig_still_valid(&kc), "missing");
+        let pem = dir.join("kubelet-client-current.pem");
+        store::write_node_kubeconfig(&kc, "https://10.250.0.1:6443", &CaSource::Insecure, &pem)
+            .unwrap();
+        assert!(!kubeconfig_still_valid(&kc), "certificate file missing");
+        std::fs::write(&pem, cert_pem((2001, 1, 1))).unwrap();
+        assert!(!kubeconfig_still_valid(&kc), "expired");
+        std::fs::write(&pem, cert_pem((2999, 1, 1))).unwrap();
+        assert!(kubeconfig_still_valid(&kc));
+        let (server, ca) = cluster_of(&kc).unwrap();
+        assert_eq!(server, "https://10.250.0.1:6443");
+        assert!(matches!(ca, CaSource::Insecure));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_serving_certificate_source_answers_only_once_set() {
+        let sc = ServingCertificate::default();
+        assert!(!sc.ready());
+        let stored = store::split_pem(&cert_pem((2999, 1, 1))).unwrap();
+        sc.set(&stored).unwrap();
+        assert!(sc.ready());
+    }
+}

@@ -23,6 +23,11 @@
 #   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready (default 1)
 #   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
 #   DECKHAND_ARGS          extra arguments appended to deckhand's command line
+#   DECKHAND_JOIN          1 (default): deckhand joins the kubeadm way, through a bootstrap token,
+#                          with the files vagrant/provision.sh writes into _output/local-up/join/
+#                          (bootstrap-kubelet.conf, config.yaml, kubeadm-flags.env, the drop-in)
+#                          and the command line systemd would run from them; 0: a static node
+#                          kubeconfig
 #   SCHEDULER_BIN          use this deckhand-scheduler binary instead of cargo's
 #   SCHEDULER_ARGS         extra arguments appended to deckhand-scheduler's command line
 #   RUST_LOG               deckhand's log filter (default info)
@@ -104,6 +109,13 @@ DECKHAND_ROOT_DIR=/var/lib/deckhand
 # resolution)
 DECKHAND_CONFIG="$STATE/kubelet-config.yaml"
 STATIC_POD_DIR="$STATE/manifests"
+# deckhand joins as `kubeadm join` makes a kubelet join (see ensure_join_files); 0: a static
+# node kubeconfig signed here
+DECKHAND_JOIN=${DECKHAND_JOIN:-1}
+JOIN_DIR="$STATE/join"
+JOIN_KUBECONFIG="$JOIN_DIR/etc/kubernetes/kubelet.conf"
+# joined the kubeadm way, the static pod directory is the one kubeadm's config.yaml names
+[ "$DECKHAND_JOIN" != 1 ] || STATIC_POD_DIR="$JOIN_DIR/etc/kubernetes/manifests"
 DECKHAND_LOG="$LOGS/deckhand.log"
 DECKHAND_PIDFILE="$PIDS/deckhand.pid"
 SCHEDULER_KUBECONFIG="$STATE/scheduler.kubeconfig"
@@ -570,10 +582,20 @@ step_controller_manager() {
     --v=1
 }
 
+# the cluster's KubeletConfiguration as `kubeadm init` uploads it (kube-system/kubelet-config,
+# cmd/kubeadm/app/componentconfigs/kubelet.go defaults), with the cgroup driver of this
+# machine's containerd (cgroupfs: no systemd here), as a kubeadm config with
+# `cgroupDriver: cgroupfs` would give
+kubelet_config_yaml() {
+  "$ROOT/vagrant/provision.sh" default-kubelet-config | sed 's/^cgroupDriver: systemd$/cgroupDriver: cgroupfs/'
+}
+
 # kubeadm-style objects for the TLS-bootstrap (join) flow: kube-public/cluster-info (signed by the
-# bootstrapsigner controller for each bootstrap token) readable anonymously, and the bindings that
-# let bootstrap tokens create node CSRs that the csrapproving controller approves. Tests create the
-# bootstrap-token-* Secrets themselves.
+# bootstrapsigner controller for each bootstrap token) readable anonymously, the bindings that
+# let bootstrap tokens create node CSRs that the csrapproving controller approves, and the
+# kubelet-config ConfigMap with its Role (what `kubeadm init` creates: phases/bootstraptoken/node,
+# phases/kubelet/config.go). Tests create the bootstrap-token-* Secrets themselves
+# (vagrant/provision.sh token).
 step_cluster_objects() {
   local ca_data; ca_data=$(base64 -w0 < "$PKI/ca.crt")
   "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" apply --server-side --force-conflicts --field-manager=local-up -f - > "$STATE/cluster-objects.log" 2>&1 <<EOF || { cat "$STATE/cluster-objects.log" >&2; die "kubectl apply of the bootstrap objects failed"; }
@@ -625,8 +647,49 @@ metadata: {name: "kubeadm:node-autoapprove-certificate-rotation"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:nodes"}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "kubeadm:get-nodes"}
+rules:
+- {apiGroups: [""], resources: [nodes], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:get-nodes"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "kubeadm:get-nodes"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:kubelet-api-admin"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:kubelet-api-admin"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "kube-apiserver-kubelet-client"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kubelet-config, namespace: kube-system}
+data:
+  kubelet: |
+$(kubelet_config_yaml | sed 's/^/    /')
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: "kubeadm:kubelet-config", namespace: kube-system}
+rules:
+- {apiGroups: [""], resources: [configmaps], resourceNames: [kubelet-config], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: "kubeadm:kubelet-config", namespace: kube-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: "kubeadm:kubelet-config"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:nodes"}
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
 EOF
-  log "cluster objects: kube-public/cluster-info and bootstrap-token RBAC (kubeadm-style) applied"
+  log "cluster objects: kube-public/cluster-info, kube-system/kubelet-config and bootstrap-token RBAC (kubeadm-style) applied"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -1067,7 +1130,49 @@ build_deckhand() {
   [ -x "$ROOT/target/release/deckhand" ] || die "cargo build did not produce target/release/deckhand"
 }
 
+# kubeadm join's files for deckhand (DECKHAND_JOIN=1): vagrant/provision.sh writes them into
+# $JOIN_DIR from a bootstrap token, exactly as it does on a Vagrant VM joining a kind cluster. A
+# new token is made only when the one in bootstrap-kubelet.conf is gone (expired); a node
+# kubeconfig whose certificate the current CA did not sign is dropped, so deckhand bootstraps
+# again.
+ensure_join_files() {
+  local prov="$ROOT/vagrant/provision.sh" token="" id cert="$JOIN_DIR/var/lib/kubelet/pki/kubelet-client-current.pem"
+  if [ -f "$JOIN_KUBECONFIG" ] && ! openssl verify -CAfile "$PKI/ca.crt" "$cert" >/dev/null 2>&1; then
+    log "deckhand: the node certificate is not from this cluster's CA; TLS bootstrap again"
+    rm -f "$JOIN_KUBECONFIG"
+  fi
+  if [ -f "$JOIN_DIR/etc/kubernetes/bootstrap-kubelet.conf" ]; then
+    token=$(awk '$1 == "token:" {print $2}' "$JOIN_DIR/etc/kubernetes/bootstrap-kubelet.conf")
+    id=${token%%.*}
+    "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get secret "bootstrap-token-$id" >/dev/null 2>&1 || token=""
+  fi
+  if [ -z "$token" ]; then
+    token=$(KUBECTL=$KUBECTL "$prov" token --kubeconfig "$ADMIN_KUBECONFIG" --ttl 24h --description "hack/local-up.sh join") ||
+      die "creating a bootstrap token (vagrant/provision.sh token) failed"
+    log "deckhand: bootstrap token ${token%%.*}.<secret> (kube-system/bootstrap-token-${token%%.*})"
+  fi
+  # the harness's own settings as the user's KUBELET_EXTRA_ARGS: the node IP and address, the
+  # root dir, and the cluster-signed serving certificate (the API server verifies kubelets
+  # against the cluster CA here: --kubelet-certificate-authority)
+  local extra="--address=$NODE_IP --root-dir=$DECKHAND_ROOT_DIR --tls-cert-file=$PKI/node-serving.crt --tls-private-key-file=$PKI/node-serving.key"
+  "$prov" join --api-server "$NODE_IP:$API_PORT" --token "$token" \
+      --discovery-token-ca-cert-hash "$("$prov" ca-cert-hash "$PKI/ca.crt")" \
+      --node-name "$NODE_NAME" --node-ip "$NODE_IP" --deckhand-bin "$(deckhand_bin)" \
+      --cri-socket "$CRI_ENDPOINT" --prefix "$JOIN_DIR" --skip-phases packages,containerd,start \
+      --extra-args "$extra" > "$STATE/join.log" 2>&1 ||
+    { cat "$STATE/join.log" >&2; die "vagrant/provision.sh join failed (log $STATE/join.log)"; }
+}
+
 deckhand_argv() {
+  if [ "$DECKHAND_JOIN" = 1 ]; then
+    local argv=()
+    mapfile -d '' argv < <("$ROOT/vagrant/provision.sh" print-command --prefix "$JOIN_DIR" --null)
+    [ ${#argv[@]} -gt 0 ] || die "no deckhand command line from $JOIN_DIR"
+    # shellcheck disable=SC2206
+    [ -z "${DECKHAND_ARGS:-}" ] || argv+=($DECKHAND_ARGS)
+    printf '%s\0' "${argv[@]}"
+    return 0
+  fi
   local argv=("$(deckhand_bin)"
     --kubeconfig "$DECKHAND_KUBECONFIG"
     --hostname-override "$NODE_NAME"
@@ -1108,6 +1213,7 @@ start_deckhand() {
     warn "a deckhand not started by local-up is running (pid ${foreign% }); not starting a second kubelet for node $NODE_NAME"
     return 0
   fi
+  [ "$DECKHAND_JOIN" != 1 ] || ensure_join_files
   mapfile -d '' argv < <(deckhand_argv)
   mkdir -p "$DECKHAND_ROOT_DIR" "$STATIC_POD_DIR"
   write_if_changed "$DECKHAND_CONFIG" <<EOF || true
@@ -1237,7 +1343,9 @@ SANDBOX_IMAGE=$SANDBOX_IMAGE
 CNI_CONF=$CNI_CONF
 CA_CERT=$PKI/ca.crt
 PKI_DIR=$PKI
-DECKHAND_KUBECONFIG=$DECKHAND_KUBECONFIG
+DECKHAND_KUBECONFIG=$([ "$DECKHAND_JOIN" = 1 ] && echo "$JOIN_KUBECONFIG" || echo "$DECKHAND_KUBECONFIG")
+DECKHAND_JOIN=$DECKHAND_JOIN
+JOIN_DIR=$JOIN_DIR
 DECKHAND_TLS_CERT=$PKI/node-serving.crt
 DECKHAND_TLS_KEY=$PKI/node-serving.key
 DECKHAND_ROOT_DIR=$DECKHAND_ROOT_DIR
@@ -1473,7 +1581,7 @@ cmd_down() {
   done
   if [ "$purge" = 1 ]; then
     log "down --purge: removing etcd data, registry data and $DECKHAND_ROOT_DIR"
-    rm -rf "$STATE/etcd" "$STATE/registry/data" "$REGISTRY_AUTH_DIR/data"
+    rm -rf "$STATE/etcd" "$STATE/registry/data" "$REGISTRY_AUTH_DIR/data" "$JOIN_DIR"
     rm -rf --one-file-system "$DECKHAND_ROOT_DIR"
   fi
   rm -f "$OWNER_FILE"

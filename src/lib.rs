@@ -22,6 +22,7 @@
 //! | scheduler (second binary, `deckhand-scheduler`) | `pkg/scheduler` | [`scheduler`] |
 
 pub mod backoff;
+pub mod certificate;
 pub mod cm;
 pub mod config;
 pub mod credentialprovider;

@@ -4,6 +4,12 @@
 //! stops; the next start adopts them.
 
 use anyhow::{bail, Context, Result};
+use deckhand::certificate::csr::{Kind, Template};
+use deckhand::certificate::manager::{
+    bootstrap_client_cert, BootstrapConfig, Installer, ReloadableClient, Rotator,
+    ServingCertificate,
+};
+use deckhand::certificate::store::FileStore;
 use deckhand::config::{Command, Flags};
 use deckhand::cri::CriClient;
 use deckhand::events::{reason, EventRecorder};
@@ -12,6 +18,7 @@ use deckhand::pleg::Pleg;
 use deckhand::pod::workers::{PodWorkers, SyncContext};
 use deckhand::status::StatusManager;
 use deckhand::systemd::{Milestone, Notice, Notifier, SdNotifier, Startup};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Mutex};
@@ -66,6 +73,22 @@ async fn kube_client(flags: &Flags) -> Result<kube::Client> {
             .context("no --kubeconfig and no usable default kubeconfig")?,
     };
     kube::Client::try_from(config).context("building the API client")
+}
+
+/// Does the kubeconfig's user take its client certificate from `pem` (the file TLS bootstrap
+/// names)?
+fn kubeconfig_names(kubeconfig: &Path, pem: &Path) -> bool {
+    kube::config::Kubeconfig::read_from(kubeconfig)
+        .ok()
+        .map(|kc| {
+            kc.auth_infos.iter().any(|a| {
+                a.auth_info
+                    .as_ref()
+                    .and_then(|i| i.client_certificate.as_deref())
+                    == Some(&*pem.to_string_lossy())
+            })
+        })
+        .unwrap_or(false)
 }
 
 /// Stops and removes every sandbox the runtime holds for Kubernetes pods.
@@ -142,7 +165,47 @@ async fn main() -> Result<()> {
     std::fs::create_dir_all(&flags.pod_logs_dir)
         .with_context(|| format!("creating pod logs dir {}", flags.pod_logs_dir))?;
 
-    let client = kube_client(&flags).await?;
+    let cert_dir = if flags.cert_dir.is_empty() {
+        flags.root_dir.join("pki")
+    } else {
+        std::path::PathBuf::from(&flags.cert_dir)
+    };
+    // TLS bootstrap (k/k bootstrap.LoadClientCert): a client certificate through a CSR when
+    // --kubeconfig is missing or expired
+    if let Some(bootstrap) = &flags.bootstrap_kubeconfig {
+        let Some(kubeconfig) = flags.kubeconfig.clone() else {
+            bail!("--bootstrap-kubeconfig needs --kubeconfig: the path the node kubeconfig is written to");
+        };
+        let cfg = BootstrapConfig {
+            kubeconfig,
+            bootstrap_kubeconfig: bootstrap.clone(),
+            cert_dir: cert_dir.clone(),
+            node_name: node_name.clone(),
+        };
+        tokio::select! {
+            r = bootstrap_client_cert(&cfg) => { r.context("TLS bootstrap")?; }
+            _ = shutdown_signal() => {
+                tracing::info!("stopped during TLS bootstrap");
+                return Ok(());
+            }
+        }
+    }
+    let client_store = FileStore::new(&cert_dir, Kind::Client.store_prefix());
+    let (client, reloadable) = match &flags.kubeconfig {
+        Some(kc) if flags.rotate_certificates => {
+            if kubeconfig_names(kc, &client_store.current_path()) {
+                let (r, c) = ReloadableClient::new(kc)
+                    .await
+                    .with_context(|| format!("loading kubeconfig {}", kc.display()))?;
+                (c, Some(r))
+            } else {
+                tracing::warn!(kubeconfig = %kc.display(), expected = %client_store.current_path().display(),
+                    "client certificate rotation needs a kubeconfig whose client certificate is the cert dir's current pem (as TLS bootstrap writes it); not rotating");
+                (kube_client(&flags).await?, None)
+            }
+        }
+        _ => (kube_client(&flags).await?, None),
+    };
     let version = {
         let mut delay = Duration::from_millis(200);
         loop {
@@ -196,6 +259,42 @@ async fn main() -> Result<()> {
     }
 
     let mut tasks = tokio::task::JoinSet::new();
+    if let Some(r) = reloadable {
+        let rotator = Rotator {
+            kind: Kind::Client,
+            store: client_store.clone(),
+            template: Template::client(&node_name),
+            client: client.clone(),
+            installer: Installer::Client(r),
+        };
+        let c = cancel.clone();
+        tasks.spawn(async move { rotator.run(c).await });
+    }
+    // serving certificate through kubernetes.io/kubelet-serving CSRs (serverTLSBootstrap)
+    let serving = if flags.rotate_server_certificates {
+        let Some(template) = Template::serving(&node_name, &node_name, &[node_ip]) else {
+            bail!("--rotate-server-certificates: no node address to request a serving certificate for");
+        };
+        if flags.tls_cert_file.is_some() {
+            tracing::warn!("--rotate-server-certificates: the serving certificate comes from CSRs; --tls-cert-file is not used");
+        }
+        let sc = Arc::new(ServingCertificate::default());
+        let rotator = Rotator {
+            kind: Kind::Serving,
+            store: FileStore::new(&cert_dir, Kind::Serving.store_prefix()),
+            template,
+            client: client.clone(),
+            installer: Installer::Serving(sc.clone()),
+        };
+        if !rotator.load_current() {
+            tracing::info!("no serving certificate yet: requesting one (kubernetes.io/kubelet-serving CSRs need an approver)");
+        }
+        let c = cancel.clone();
+        tasks.spawn(async move { rotator.run(c).await });
+        Some(sc)
+    } else {
+        None
+    };
     {
         let agent = agent.clone();
         let c = cancel.clone();
@@ -320,7 +419,7 @@ async fn main() -> Result<()> {
             port: u16::try_from(flags.port).context("--port")?,
             tls_cert_file: flags.tls_cert_file.clone(),
             tls_private_key_file: flags.tls_private_key_file.clone(),
-            cert_dir: flags.root_dir.join("pki"),
+            cert_dir: cert_dir.clone(),
             client_ca_file: flags.client_ca_file.clone(),
             anonymous_auth: flags.anonymous_auth,
             token_webhook: flags.authentication_token_webhook,
@@ -328,6 +427,7 @@ async fn main() -> Result<()> {
             node_name: node_name.clone(),
             node_ips: vec![node_ip.to_string()],
             root_dir: flags.root_dir.clone(),
+            serving,
         };
         let server = deckhand::server::KubeletServer::bind(server_cfg, client.clone(), cri.clone())
             .await

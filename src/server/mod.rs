@@ -120,6 +120,9 @@ pub struct ServerConfig {
     pub node_ips: Vec<String>,
     /// The kubelet root directory (node filesystem stats).
     pub root_dir: PathBuf,
+    /// Serving certificate from `kubernetes.io/kubelet-serving` CSRs
+    /// (`--rotate-server-certificates`); when set, it replaces the certificate files.
+    pub serving: Option<Arc<crate::certificate::manager::ServingCertificate>>,
 }
 
 /// Server errors at start-up.
@@ -170,16 +173,25 @@ impl KubeletServer {
         client: kube::Client,
         cri: CriClient,
     ) -> Result<Self, ServerError> {
-        let (cert, key) = match (&cfg.tls_cert_file, &cfg.tls_private_key_file) {
-            (Some(c), Some(k)) => (c.clone(), k.clone()),
-            (None, None) => tls::ensure_self_signed(&cfg.cert_dir, &cfg.node_name, &cfg.node_ips)?,
-            _ => return Err(ServerError::HalfTls),
+        let tls_config = match &cfg.serving {
+            Some(serving) => {
+                tls::server_config_dynamic(serving.clone(), cfg.client_ca_file.as_deref())?
+            }
+            None => {
+                let (cert, key) = match (&cfg.tls_cert_file, &cfg.tls_private_key_file) {
+                    (Some(c), Some(k)) => (c.clone(), k.clone()),
+                    (None, None) => {
+                        tls::ensure_self_signed(&cfg.cert_dir, &cfg.node_name, &cfg.node_ips)?
+                    }
+                    _ => return Err(ServerError::HalfTls),
+                };
+                tls::server_config(&tls::TlsFiles {
+                    cert,
+                    key,
+                    client_ca: cfg.client_ca_file.clone(),
+                })?
+            }
         };
-        let tls_config = tls::server_config(&tls::TlsFiles {
-            cert,
-            key,
-            client_ca: cfg.client_ca_file.clone(),
-        })?;
         let addr = SocketAddr::new(cfg.address, cfg.port);
         let listener = TcpListener::bind(addr)
             .await

@@ -147,17 +147,38 @@ pub struct TlsFiles {
 /// The rustls server configuration: HTTP/1.1 only (upgrades for exec/attach/port-forward need
 /// it), client certificates optional but verified against the client CA.
 pub fn server_config(files: &TlsFiles) -> Result<rustls::ServerConfig, TlsError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certs = load_certs(&files.cert)?;
     let key = load_key(&files.key)?;
+    build(files.client_ca.as_deref(), |b| {
+        Ok(b.with_single_cert(certs, key)?)
+    })
+}
+
+/// The same configuration with a serving certificate that changes at run time (from
+/// `kubernetes.io/kubelet-serving` CSRs, `--rotate-server-certificates`): each handshake uses
+/// the certificate the resolver holds then.
+pub fn server_config_dynamic(
+    serving: Arc<crate::certificate::manager::ServingCertificate>,
+    client_ca: Option<&Path>,
+) -> Result<rustls::ServerConfig, TlsError> {
+    build(client_ca, |b| Ok(b.with_cert_resolver(serving)))
+}
+
+type CertStep = rustls::ConfigBuilder<rustls::ServerConfig, rustls::server::WantsServerCert>;
+
+fn build(
+    client_ca: Option<&Path>,
+    finish: impl FnOnce(CertStep) -> Result<rustls::ServerConfig, TlsError>,
+) -> Result<rustls::ServerConfig, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;
-    let mut config = match &files.client_ca {
+    let mut config = match client_ca {
         Some(ca) => {
             let mut roots = RootCertStore::empty();
             for c in load_certs(ca)? {
                 roots.add(c).map_err(|e| TlsError::ClientCa {
-                    path: ca.clone(),
+                    path: ca.into(),
                     reason: e.to_string(),
                 })?;
             }
@@ -165,14 +186,12 @@ pub fn server_config(files: &TlsFiles) -> Result<rustls::ServerConfig, TlsError>
                 .allow_unauthenticated()
                 .build()
                 .map_err(|e| TlsError::ClientCa {
-                    path: ca.clone(),
+                    path: ca.into(),
                     reason: e.to_string(),
                 })?;
-            builder
-                .with_client_cert_verifier(verifier)
-                .with_single_cert(certs, key)?
+            finish(builder.with_client_cert_verifier(verifier))?
         }
-        None => builder.with_no_client_auth().with_single_cert(certs, key)?,
+        None => finish(builder.with_no_client_auth())?,
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)

@@ -778,6 +778,7 @@ fn read_environ(pid: i32) -> BTreeMap<String, String> {
 const HARNESS_VARS: &[&str] = &[
     "NODE_NAME",
     "DECKHAND_ARGS",
+    "DECKHAND_JOIN",
     "DECKHAND_WAIT_NODE",
     "RUST_LOG",
     "NO_COLOR",

@@ -1,0 +1,515 @@
+//! The I/O side of the node's certificates: TLS bootstrap (k/k
+//! `pkg/kubelet/certificate/bootstrap.LoadClientCert`), the rotation loop of the client and
+//! serving certificates (client-go `util/certificate` manager), the API client that switches to
+//! a rotated client certificate, and the serving certificate source of the kubelet server.
+//!
+//! How the kube client picks up a rotated client certificate: deckhand's [`kube::Client`] is
+//! built over a [`ReloadableClient`], a tower service that forwards every request to an inner
+//! kube client. On rotation a new inner client (new TLS configuration, new connection pool) is
+//! built from the kubeconfig, which names `kubelet-client-current.pem`, and swapped in: every
+//! request from then on uses the new certificate. Requests already running (long watches)
+//! finish on their old connection, which closes when its last user drops it (the API server
+//! ends a watch after at most its timeout, kube-runtime's watcher asks for 290 s); the old
+//! certificate is still valid then, as rotation happens at 70–90 % of its lifetime. The Go
+//! kubelet instead force-closes all its connections on rotation (`transport.go`
+//! `closeAllConns`); hyper's pool offers no such call, hence the swap.
+
+use super::csr::{self, Kind, Template};
+use super::request;
+use super::store::{self, CaSource, FileStore, Stored};
+use super::validity::{self, CertInfo};
+use super::CertError;
+use chrono::Utc;
+use http::{Request, Response};
+use kube::client::Body;
+use rustls::sign::CertifiedKey;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long a bootstrap waits for its certificate (`requestNodeCertificate`: 3600 s).
+pub const BOOTSTRAP_WAIT: Duration = Duration::from_secs(3600);
+/// How long a rotation waits for its certificate (client-go `certificateWaitTimeout`).
+pub const ROTATION_WAIT: Duration = Duration::from_secs(15 * 60);
+/// The temporary key of a bootstrap in progress (`tmpPrivateKeyFile`), reused by a restart so
+/// the earlier CSR (same digested name) is found again.
+pub const TMP_KEY_FILE: &str = "kubelet-client.key.tmp";
+
+fn kc_err(path: &Path) -> impl Fn(String) -> CertError + '_ {
+    move |reason| CertError::Kubeconfig {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// Builds a kube client from a kubeconfig file.
+pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, CertError> {
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| kc_err(path)(e.to_string()))?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .map_err(|e| kc_err(path)(e.to_string()))?;
+    kube::Client::try_from(cfg).map_err(|e| kc_err(path)(e.to_string()))
+}
+
+/// The client certificate chain a kubeconfig's current user presents, parsed.
+pub fn kubeconfig_client_chain(path: &Path) -> Result<Vec<CertInfo>, CertError> {
+    use base64::Engine;
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| kc_err(path)(e.to_string()))?;
+    let ctx_name = kc.current_context.clone().unwrap_or_default();
+    let user = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == ctx_name)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.user.clone().unwrap_or_default())
+        .ok_or_else(|| kc_err(path)(format!("no context {ctx_name:?}")))?;
+    let auth = kc
+        .auth_infos
+        .iter()
+        .find(|a| a.name == user)
+        .and_then(|a| a.auth_info.clone())
+        .ok_or_else(|| kc_err(path)(format!("no user {user:?}")))?;
+    let pem = if let Some(data) = &auth.client_certificate_data {
+        base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|e| kc_err(path)(format!("client-certificate-data: {e}")))?
+    } else if let Some(file) = &auth.client_certificate {
+        std::fs::read(file).map_err(|e| kc_err(path)(format!("{file}: {e}")))?
+    } else {
+        return Err(kc_err(path)("no client certificate".into()));
+    };
+    validity::parse_certs_pem(&pem)
+}
+
+/// Is the kubeconfig there, loadable, with a client certificate none of whose chain has
+/// expired? (k/k `bootstrap.isClientConfigStillValid`; problems are logged and mean "no".)
+pub fn kubeconfig_still_valid(path: &Path) -> bool {
+    if !path.exists() {
+        return false;
+    }
+    match kubeconfig_client_chain(path) {
+        Ok(chain) => {
+            let ok = validity::still_valid(&chain, Utc::now());
+            if !ok {
+                tracing::warn!(kubeconfig = %path.display(), "part of the existing client certificate is expired");
+            }
+            ok
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "existing kubeconfig is not usable");
+            false
+        }
+    }
+}
+
+/// Server URL and CA of a kubeconfig's current cluster (for the kubeconfig written after
+/// bootstrapping).
+fn cluster_of(path: &Path) -> Result<(String, CaSource), CertError> {
+    use base64::Engine;
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| kc_err(path)(e.to_string()))?;
+    let ctx_name = kc.current_context.clone().unwrap_or_default();
+    let cluster_name = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == ctx_name)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone())
+        .or_else(|| kc.clusters.first().map(|c| c.name.clone()))
+        .ok_or_else(|| kc_err(path)("no cluster".into()))?;
+    let cluster = kc
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster_name)
+        .and_then(|c| c.cluster.clone())
+        .ok_or_else(|| kc_err(path)(format!("no cluster {cluster_name:?}")))?;
+    let server = cluster
+        .server
+        .clone()
+        .ok_or_else(|| kc_err(path)("cluster has no server".into()))?;
+    let ca = if let Some(f) = &cluster.certificate_authority {
+        CaSource::File(f.clone())
+    } else if let Some(d) = &cluster.certificate_authority_data {
+        CaSource::Data(
+            base64::engine::general_purpose::STANDARD
+                .decode(d.trim())
+                .map_err(|e| kc_err(path)(format!("certificate-authority-data: {e}")))?,
+        )
+    } else if cluster.insecure_skip_tls_verify == Some(true) {
+        CaSource::Insecure
+    } else {
+        return Err(kc_err(path)("cluster has no certificate authority".into()));
+    };
+    Ok((server, ca))
+}
+
+/// What TLS bootstrap needs.
+#[derive(Debug, Clone)]
+pub struct BootstrapConfig {
+    /// `--kubeconfig`: read if usable, written after bootstrapping.
+    pub kubeconfig: PathBuf,
+    /// `--bootstrap-kubeconfig`.
+    pub bootstrap_kubeconfig: PathBuf,
+    /// `--cert-dir`.
+    pub cert_dir: PathBuf,
+    /// The node name (CSR subject `system:node:<node>`).
+    pub node_name: String,
+}
+
+/// TLS bootstrap (k/k `bootstrap.LoadClientCert`): when `--kubeconfig` is missing or its
+/// client certificate expired, request a client certificate with the bootstrap credentials
+/// (CSR `node-csr-<digest>`, signer `kubernetes.io/kube-apiserver-client-kubelet`), wait for it,
+/// store it as `kubelet-client-<ts>.pem` + `kubelet-client-current.pem`, and write
+/// `--kubeconfig` naming that pem. Returns whether a bootstrap happened.
+pub async fn bootstrap_client_cert(cfg: &BootstrapConfig) -> Result<bool, CertError> {
+    if kubeconfig_still_valid(&cfg.kubeconfig) {
+        tracing::info!(kubeconfig = %cfg.kubeconfig.display(), "kubeconfig exists and is valid, skipping bootstrap");
+        return Ok(false);
+    }
+    tracing::info!(bootstrap_kubeconfig = %cfg.bootstrap_kubeconfig.display(), "using the bootstrap kubeconfig to request a client certificate");
+    let client = client_from_kubeconfig(&cfg.bootstrap_kubeconfig).await?;
+    let store = FileStore::new(&cfg.cert_dir, Kind::Client.store_prefix());
+    let tmp_key = cfg.cert_dir.join(TMP_KEY_FILE);
+    // reuse the key of the current pair, else the key of an interrupted bootstrap, else a new one
+    let key = match store.current().ok().flatten() {
+        Some(s) => rcgen::KeyPair::from_pem(&s.key_pem).ok(),
+        None => None,
+    };
+    let key = match key {
+        Some(k) => k,
+        None => match std::fs::read_to_string(&tmp_key)
+            .ok()
+            .and_then(|p| rcgen::KeyPair::from_pem(&p).ok())
+        {
+            Some(k) => k,
+            None => {
+                let k = csr::generate_key()?;
+                store::write_private(&tmp_key, k.serialize_pem().as_bytes())?;
+                k
+            }
+        },
+    };
+    wait_for_server(&client, Duration::from_secs(60)).await;
+    let template = Template::client(&cfg.node_name);
+    let usages = Kind::Client.usages();
+    let csr_pem = csr::make_csr_pem(&key, &template)?;
+    let name = csr::digested_name(&csr::spki_der(&key), &template, usages);
+    let (name, uid) = request::request_certificate(
+        &client,
+        &csr_pem,
+        Some(&name),
+        Kind::Client.signer(),
+        usages,
+    )
+    .await?;
+    tracing::info!(csr = %name, "waiting for the client certificate to be issued");
+    let cert = request::wait_for_certificate(&client, &name, &uid, BOOTSTRAP_WAIT).await?;
+    let cert = String::from_utf8(cert).map_err(|e| CertError::Parse(e.to_string()))?;
+    let file = store.update(&cert, &key.serialize_pem())?;
+    let _ = std::fs::remove_file(&tmp_key);
+    let (server, ca) = cluster_of(&cfg.bootstrap_kubeconfig)?;
+    store::write_node_kubeconfig(&cfg.kubeconfig, &server, &ca, &store.current_path())?;
+    tracing::info!(cert = %file.display(), kubeconfig = %cfg.kubeconfig.display(), "client certificate issued; kubeconfig written");
+    Ok(true)
+}
+
+/// Waits (up to `deadline`) for the API server to answer, as the Go kubelet's `waitForServer`
+/// does before its first CSR; a timeout is only logged.
+async fn wait_for_server(client: &kube::Client, deadline: Duration) {
+    let start = tokio::time::Instant::now();
+    loop {
+        match client.apiserver_version().await {
+            Ok(_) => return,
+            Err(e) if start.elapsed() < deadline => {
+                tracing::info!(error = %e, "failed to connect to the API server");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(_) => {
+                tracing::warn!("timed out waiting to connect to the API server");
+                return;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the reloadable API client
+// ---------------------------------------------------------------------------------------------
+
+/// A tower service forwarding each request to the current inner [`kube::Client`]; see the
+/// module doc for how rotation swaps it.
+#[derive(Clone)]
+pub struct ReloadableClient {
+    inner: Arc<RwLock<kube::Client>>,
+    kubeconfig: PathBuf,
+}
+
+impl ReloadableClient {
+    /// Loads the kubeconfig; returns the reloadable service and the [`kube::Client`] built over
+    /// it (the one to hand to the rest of deckhand).
+    pub async fn new(kubeconfig: &Path) -> Result<(ReloadableClient, kube::Client), CertError> {
+        let inner = client_from_kubeconfig(kubeconfig).await?;
+        let ns = inner.default_namespace().to_string();
+        let r = ReloadableClient {
+            inner: Arc::new(RwLock::new(inner)),
+            kubeconfig: kubeconfig.to_path_buf(),
+        };
+        let outer = kube::Client::new(r.clone(), ns);
+        Ok((r, outer))
+    }
+
+    /// Re-reads the kubeconfig (and so the current certificate) and swaps the inner client.
+    pub async fn reload(&self) -> Result<(), CertError> {
+        let fresh = client_from_kubeconfig(&self.kubeconfig).await?;
+        *self.inner.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        tracing::info!(kubeconfig = %self.kubeconfig.display(), "API client switched to the rotated client certificate");
+        Ok(())
+    }
+
+    fn current(&self) -> kube::Client {
+        self.inner.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl tower::Service<Request<Body>> for ReloadableClient {
+    type Response = Response<Body>;
+    type Error = kube::Error;
+    type Future = futures::future::BoxFuture<'static, Result<Response<Body>, kube::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let client = self.current();
+        Box::pin(async move { client.send(req).await })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the serving certificate source
+// ---------------------------------------------------------------------------------------------
+
+/// The kubelet server's serving certificate when it comes from `kubernetes.io/kubelet-serving`
+/// CSRs: a rustls certificate resolver whose certificate is replaced on rotation (new
+/// handshakes use the new one). Until the first certificate is issued handshakes fail, as with
+/// the Go kubelet ("no serving certificate available for the kubelet").
+#[derive(Debug, Default)]
+pub struct ServingCertificate {
+    current: RwLock<Option<Arc<CertifiedKey>>>,
+}
+
+impl ServingCertificate {
+    /// Installs a stored pair.
+    pub fn set(&self, stored: &Stored) -> Result<(), CertError> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(stored.cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|e| CertError::Parse(e.to_string()))?;
+        let key = PrivateKeyDer::from_pem_slice(stored.key_pem.as_bytes())
+            .map_err(|e| CertError::Parse(e.to_string()))?;
+        let provider = rustls::crypto::ring::default_provider();
+        let ck = CertifiedKey::from_der(certs, key, &provider)
+            .map_err(|e| CertError::Parse(e.to_string()))?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(ck));
+        Ok(())
+    }
+
+    /// Whether a certificate is installed.
+    pub fn ready(&self) -> bool {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+}
+
+impl rustls::server::ResolvesServerCert for ServingCertificate {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// rotation
+// ---------------------------------------------------------------------------------------------
+
+/// What happens with a newly issued certificate.
+pub enum Installer {
+    /// The client certificate: the API client reloads the kubeconfig.
+    Client(ReloadableClient),
+    /// The serving certificate: the server's resolver gets it.
+    Serving(Arc<ServingCertificate>),
+}
+
+/// One certificate's rotation loop (client-go `util/certificate` manager `run`/`rotateCerts`).
+pub struct Rotator {
+    /// Which certificate.
+    pub kind: Kind,
+    /// Its files.
+    pub store: FileStore,
+    /// What it must say.
+    pub template: Template,
+    /// The client CSRs are made with (the node's own credentials).
+    pub client: kube::Client,
+    /// Where a new certificate goes.
+    pub installer: Installer,
+}
+
+impl Rotator {
+    /// Installs the stored certificate if it is valid and matches the template (serving: so
+    /// the server can answer at once after a restart). Returns whether it did.
+    pub fn load_current(&self) -> bool {
+        match self.store.current() {
+            Ok(Some(s)) if validity::still_valid(&s.chain, Utc::now()) => {
+                if let Installer::Serving(sc) = &self.installer {
+                    if let Err(e) = sc.set(&s) {
+                        tracing::warn!(error = %e, "stored serving certificate is not usable");
+                        return false;
+                    }
+                }
+                true
+            }
+            Ok(_) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the stored certificate");
+                false
+            }
+        }
+    }
+
+    /// Runs until cancelled: sleeps until the rotation deadline of the current certificate
+    /// (70–90 % of its lifetime, at once when missing, expired or not matching the template),
+    /// then requests a new one (retries: 2 s doubling five times, then every 32 s).
+    pub async fn run(self, cancel: CancellationToken) {
+        let kind = self.kind;
+        loop {
+            let wait = match self.store.current() {
+                Ok(Some(s)) if validity::still_valid(&s.chain, Utc::now()) => {
+                    let jitter: f64 = rand::random();
+                    let leaf = &s.chain[0];
+                    let w = validity::time_until_rotation(
+                        leaf,
+                        Some(&self.template),
+                        jitter,
+                        Utc::now(),
+                    );
+                    tracing::info!(?kind, expiration = %leaf.not_after, rotation_in = ?w, "waiting for the next certificate rotation");
+                    w
+                }
+                _ => Duration::ZERO,
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            let mut delay = Duration::from_secs(2);
+            let mut attempts = 0;
+            loop {
+                let r = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    r = self.rotate_once() => r,
+                };
+                match r {
+                    Ok(()) => break,
+                    Err(e) => {
+                        attempts += 1;
+                        tracing::warn!(?kind, error = %e, attempts, "certificate rotation failed");
+                        let sleep = if attempts <= 5 {
+                            delay
+                        } else {
+                            Duration::from_secs(32)
+                        };
+                        delay *= 2;
+                        tokio::select! {
+                            _ = cancel.cancelled() => return,
+                            _ = tokio::time::sleep(sleep) => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One rotation: new key, CSR (`generateName: csr-`), wait, store, install.
+    pub async fn rotate_once(&self) -> Result<(), CertError> {
+        let key = csr::generate_key()?;
+        let csr_pem = csr::make_csr_pem(&key, &self.template)?;
+        let (name, uid) = request::request_certificate(
+            &self.client,
+            &csr_pem,
+            None,
+            self.kind.signer(),
+            self.kind.usages(),
+        )
+        .await?;
+        let cert = request::wait_for_certificate(&self.client, &name, &uid, ROTATION_WAIT).await?;
+        let cert = String::from_utf8(cert).map_err(|e| CertError::Parse(e.to_string()))?;
+        let file = self.store.update(&cert, &key.serialize_pem())?;
+        match &self.installer {
+            Installer::Client(r) => r.reload().await?,
+            Installer::Serving(sc) => {
+                let stored = self
+                    .store
+                    .current()?
+                    .ok_or_else(|| CertError::Parse("stored certificate vanished".into()))?;
+                sc.set(&stored)?;
+            }
+        }
+        tracing::info!(kind = ?self.kind, csr = %name, cert = %file.display(), "certificate rotated");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cert_pem(not_after: (i32, u8, u8)) -> String {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        p.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
+        format!(
+            "{}{}",
+            p.self_signed(&key).unwrap().pem(),
+            key.serialize_pem()
+        )
+    }
+
+    #[test]
+    fn a_kubeconfig_is_usable_only_with_an_unexpired_client_certificate() {
+        let dir = std::env::temp_dir().join(format!("deckhand-kcvalid-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let kc = dir.join("kubelet.conf");
+        assert!(!kubeconfig_still_valid(&kc), "missing");
+        let pem = dir.join("kubelet-client-current.pem");
+        store::write_node_kubeconfig(&kc, "https://10.250.0.1:6443", &CaSource::Insecure, &pem)
+            .unwrap();
+        assert!(!kubeconfig_still_valid(&kc), "certificate file missing");
+        std::fs::write(&pem, cert_pem((2001, 1, 1))).unwrap();
+        assert!(!kubeconfig_still_valid(&kc), "expired");
+        std::fs::write(&pem, cert_pem((2999, 1, 1))).unwrap();
+        assert!(kubeconfig_still_valid(&kc));
+        let (server, ca) = cluster_of(&kc).unwrap();
+        assert_eq!(server, "https://10.250.0.1:6443");
+        assert!(matches!(ca, CaSource::Insecure));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_serving_certificate_source_answers_only_once_set() {
+        let sc = ServingCertificate::default();
+        assert!(!sc.ready());
+        let stored = store::split_pem(&cert_pem((2999, 1, 1))).unwrap();
+        sc.set(&stored).unwrap();
+        assert!(sc.ready());
+    }
+}

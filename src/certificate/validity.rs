@@ -160,7 +160,7 @@ mod tests {
         let c = info(0, 1000);
         assert_eq!(rotation_deadline(&c, 0.0).timestamp(), 700);
         assert_eq!(rotation_deadline(&c, 0.5).timestamp(), 800);
-        assert_eq!(rotation_deadline(&c, 0.999_999).timestamp(), 899);
+        assert_eq!(rotation_deadline(&c, 0.99).timestamp(), 898);
         assert_eq!(
             rotation_deadline(&c, 7.0).timestamp(),
             900,

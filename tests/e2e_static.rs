@@ -94,6 +94,17 @@ async fn wait_gone(api: &Api<Pod>, name: &str) {
     .await;
 }
 
+/// Removes the test's manifest files however the test ends, so a failed run leaves no static
+/// pod behind on the shared cluster.
+struct RemoveOnDrop(Vec<PathBuf>);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
 #[tokio::test]
 async fn static_pod_file_runs_as_mirror_pod_and_follows_edits_and_deletion() {
     let client = client().await;
@@ -108,6 +119,10 @@ async fn static_pod_file_runs_as_mirror_pod_and_follows_edits_and_deletion() {
     let file = dir.join(format!("{}-web.yaml", ns.name));
     let name = format!("web-{node}");
     let api = ns.pods();
+    let _cleanup = RemoveOnDrop(vec![
+        file.clone(),
+        dir.join(format!("{}-bad.yaml", ns.name)),
+    ]);
 
     // 1. A new file: a mirror pod named <name>-<node>, owned by the Node, Running.
     write_manifest(&file, &manifest("web", &ns.name, "first"));

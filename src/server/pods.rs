@@ -26,7 +26,8 @@ pub enum LookupError {
 }
 
 /// The pod `namespace/name` if it exists and is bound to `node`. An API answer of 403 or 404 is
-/// "no such pod" (the Node authorizer refuses pods of other nodes).
+/// "no such pod" (the Node authorizer refuses pods of other nodes). A mirror pod comes back with
+/// its static pod's UID.
 pub async fn get_pod(
     client: &kube::Client,
     node: &str,
@@ -38,7 +39,16 @@ pub async fn get_pod(
     }
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     match api.get_opt(name).await {
-        Ok(Some(p)) if p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) => {
+        Ok(Some(mut p)) if p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) => {
+            // A mirror pod stands for its static pod: the runtime, the log directories and
+            // the streaming sessions know the static pod's UID (the Go kubelet's server
+            // resolves mirror pods to static pods the same way, through its pod manager).
+            if let Some(static_uid) =
+                crate::source::file::annotation(&p, crate::source::file::CONFIG_MIRROR_ANNOTATION)
+                    .map(str::to_string)
+            {
+                p.metadata.uid = Some(static_uid);
+            }
             Ok(Some(p))
         }
         Ok(_) => Ok(None),

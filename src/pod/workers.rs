@@ -106,6 +106,22 @@ async fn env_sources(
     Ok(src)
 }
 
+/// Records the `Failed` event (`Error: <msg>`) of a container whose config could not be made and
+/// returns its waiting state, `CreateContainerConfigError` with `msg` (k/k `startContainer`).
+fn config_error(ctx: &SyncContext, pod: &Pod, name: &str, msg: String) -> Waiting {
+    ctx.recorder.pod(
+        pod,
+        Some(name),
+        true,
+        reason::FAILED,
+        format!("Error: {msg}"),
+    );
+    Waiting {
+        reason: "CreateContainerConfigError".into(),
+        message: msg,
+    }
+}
+
 /// Everything a pod worker needs, shared by all workers.
 pub struct SyncContext {
     /// API client.
@@ -807,36 +823,11 @@ impl PodWorker {
             };
             let (env, env_sources) = match env_result {
                 Ok(v) => v,
-                Err(msg) => {
-                    ctx.recorder.pod(
-                        pod,
-                        Some(name),
-                        true,
-                        reason::FAILED,
-                        format!("Error: {msg}"),
-                    );
-                    return Err(Waiting {
-                        reason: "CreateContainerConfigError".into(),
-                        message: msg,
-                    });
-                }
+                Err(msg) => return Err(config_error(&ctx, pod, name, msg)),
             };
             let mut mounts = match crate::volume::container_mounts(c, volumes, &env) {
                 Ok(m) => m,
-                Err(e) => {
-                    let msg = e.to_string();
-                    ctx.recorder.pod(
-                        pod,
-                        Some(name),
-                        true,
-                        reason::FAILED,
-                        format!("Error: {msg}"),
-                    );
-                    return Err(Waiting {
-                        reason: "CreateContainerConfigError".into(),
-                        message: msg,
-                    });
-                }
+                Err(e) => return Err(config_error(&ctx, pod, name, e.to_string())),
             };
             if let Some(m) = self.termination_message_mount(pod, c).await {
                 mounts.push(m);
@@ -862,20 +853,7 @@ impl PodWorker {
             };
             let cfg = match spec::container_config(pod, name, &inputs) {
                 Ok(cfg) => cfg,
-                Err(e) => {
-                    let msg = e.to_string();
-                    ctx.recorder.pod(
-                        pod,
-                        Some(name),
-                        true,
-                        reason::FAILED,
-                        format!("Error: {msg}"),
-                    );
-                    return Err(Waiting {
-                        reason: "CreateContainerConfigError".into(),
-                        message: msg,
-                    });
-                }
+                Err(e) => return Err(config_error(&ctx, pod, name, e.to_string())),
             };
             let id = match ctx
                 .cri

@@ -32,6 +32,9 @@
 #   SCHEDULER_ARGS         extra arguments appended to deckhand-scheduler's command line
 #   RUST_LOG               deckhand's log filter (default info)
 #   LOCAL_UP_STOP_FOREIGN_CONTAINERD=1  stop a containerd that this script did not start
+#   LOCAL_UP_TAKE_OVER=1   stop a cluster that another checkout of the repository runs (with its
+#                          own `down`) instead of refusing; a stale owner (daemons gone) is always
+#                          taken over
 #
 # State lives in _output/local-up/ (pki/, logs/<name>.log, pids/<name>.pid, the kubeconfigs, and
 # `env`, a sourceable KEY=value file with KUBECONFIG, KUBECTL, NODE_NAME, NODE_IP, CRI_ENDPOINT,
@@ -175,6 +178,43 @@ pid_of() {
   proc_alive "$pid" || return 0
   [ "$(proc_starttime "$pid")" = "$(cat "$PIDS/$name.start" 2>/dev/null)" ] || return 0
   echo "$pid"
+}
+
+# The checkout that runs the machine's one local cluster, if its cluster is alive: the owner file
+# names it, and at least one of the daemons in its pids/ directory still runs (same pid, same start
+# time). A session's processes end without `down` (the machine outlives them: /run is kept, the
+# daemons are gone), so a stale owner file must not block the next checkout, e.g. CI's fresh clone.
+live_foreign_owner() {
+  local owner pidf pid
+  owner=$(cat "$OWNER_FILE" 2>/dev/null || true)
+  [ -n "$owner" ] && [ "$owner" != "$ROOT" ] && [ -d "$owner" ] || return 0
+  for pidf in "$owner"/_output/local-up/pids/*.pid; do
+    [ -f "$pidf" ] || continue
+    pid=$(cat "$pidf" 2>/dev/null || true)
+    [[ "$pid" =~ ^[0-9]+$ ]] && proc_alive "$pid" || continue
+    [ "$(proc_starttime "$pid")" = "$(cat "${pidf%.pid}.start" 2>/dev/null)" ] || continue
+    echo "$owner"; return 0
+  done
+}
+
+# up/down from another checkout: refuse while that checkout's cluster runs (LOCAL_UP_TAKE_OVER=1
+# stops it with its own `down` first); a stale owner file (its daemons are gone) is taken over.
+check_owner() {
+  local owner stale
+  owner=$(live_foreign_owner)
+  if [ -n "$owner" ]; then
+    if [ "${LOCAL_UP_TAKE_OVER:-0}" = 1 ]; then
+      log "the local cluster is run from $owner: stopping it with its own down (LOCAL_UP_TAKE_OVER=1)"
+      "$owner/hack/local-up.sh" down || die "$owner/hack/local-up.sh down failed"
+    else
+      die "the local cluster is run from $owner: run $owner/hack/local-up.sh down first (or set LOCAL_UP_TAKE_OVER=1)"
+    fi
+  fi
+  stale=$(cat "$OWNER_FILE" 2>/dev/null || true)
+  if [ -n "$stale" ] && [ "$stale" != "$ROOT" ]; then
+    log "taking over from $stale: its local cluster no longer runs (stale $OWNER_FILE)"
+    rm -f "$OWNER_FILE"
+  fi
 }
 
 # is it running, started with exactly this argv?
@@ -1524,10 +1564,7 @@ cleanup_network() {
 }
 
 cmd_down() {
-  local owner; owner=$(cat "$OWNER_FILE" 2>/dev/null || true)
-  if [ -n "$owner" ] && [ "$owner" != "$ROOT" ] && [ -d "$owner" ]; then
-    die "the local cluster is run from $owner: run $owner/hack/local-up.sh down"
-  fi
+  check_owner
   local purge=0
   [ "${1:-}" = "--purge" ] && purge=1
   log "down: stopping deckhand"
@@ -1632,10 +1669,7 @@ cmd_up() {
   mkdir -p "$STATE" "$LOGS" "$PIDS"
   # one cluster per machine (ports, containerd, CNI are machine-wide): a second checkout of the
   # repository must not start another on top of a running one
-  local owner; owner=$(cat "$OWNER_FILE" 2>/dev/null || true)
-  if [ -n "$owner" ] && [ "$owner" != "$ROOT" ] && [ -d "$owner" ]; then
-    die "the local cluster is run from $owner: run $owner/hack/local-up.sh down first"
-  fi
+  check_owner
   echo "$ROOT" > "$OWNER_FILE"
   log "up: node $NODE_NAME, state in $STATE"
   step_deps

@@ -65,6 +65,12 @@ pub mod reason {
     pub const NODE_HAS_NO_DISK_PRESSURE: &str = "NodeHasNoDiskPressure";
     /// Normal: enough PIDs.
     pub const NODE_HAS_SUFFICIENT_PID: &str = "NodeHasSufficientPID";
+    /// Normal: memory pressure (the Go kubelet records these as Normal events).
+    pub const NODE_HAS_INSUFFICIENT_MEMORY: &str = "NodeHasInsufficientMemory";
+    /// Normal: disk pressure.
+    pub const NODE_HAS_DISK_PRESSURE: &str = "NodeHasDiskPressure";
+    /// Normal: PID pressure.
+    pub const NODE_HAS_INSUFFICIENT_PID: &str = "NodeHasInsufficientPID";
 }
 
 struct Pending {

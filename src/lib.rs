@@ -28,6 +28,7 @@ pub mod config;
 pub mod credentialprovider;
 pub mod cri;
 pub mod events;
+pub mod eviction;
 pub mod image;
 pub mod node;
 pub mod pleg;

@@ -221,8 +221,29 @@ async fn main() -> Result<()> {
     };
     tracing::info!(node = %node_name, runtime = %version.runtime_name, runtime_version = %version.runtime_version, kubelet_version = %deckhand::kubelet_version(), "starting deckhand");
 
+    let eviction_thresholds =
+        deckhand::eviction::thresholds::parse_thresholds(&flags.eviction_hard)
+            .context("--eviction-hard")?;
     let cancel = CancellationToken::new();
     let recorder = EventRecorder::start(client.clone(), &node_name);
+    // The eviction manager: built before the node agent (pressure conditions) and the pod
+    // workers (admission, eviction), started once they run.
+    let (evict_tx, evict_rx) = mpsc::channel(8);
+    let eviction = deckhand::eviction::EvictionManager::new(
+        deckhand::eviction::EvictionConfig {
+            thresholds: eviction_thresholds.clone(),
+            pressure_transition_period: flags.eviction_pressure_transition_period,
+            monitoring_interval: deckhand::eviction::MONITORING_INTERVAL,
+            root_dir: flags.root_dir.clone(),
+            pod_logs_dir: std::path::PathBuf::from(&flags.pod_logs_dir),
+            node_name: node_name.clone(),
+        },
+        cri.clone(),
+        recorder.clone(),
+        evict_tx,
+        Box::new(deckhand::eviction::NoReclaim),
+    );
+    let pressure = eviction.pressure();
     let node_cfg = NodeConfig {
         name: node_name.clone(),
         node_ips: vec![node_ip.to_string()],
@@ -236,13 +257,12 @@ async fn main() -> Result<()> {
         status_update_frequency: flags.node_status_update_frequency,
         status_report_frequency: flags.node_status_report_frequency,
         lease_duration_seconds: flags.node_lease_duration_seconds,
+        eviction_thresholds: eviction_thresholds.clone(),
     };
-    let agent = Arc::new(NodeAgent::new(
-        client.clone(),
-        cri.clone(),
-        node_cfg,
-        recorder.clone(),
-    ));
+    let agent = Arc::new(
+        NodeAgent::new(client.clone(), cri.clone(), node_cfg, recorder.clone())
+            .with_pressure(pressure.clone()),
+    );
     let node = agent
         .register(&cancel)
         .await
@@ -326,6 +346,7 @@ async fn main() -> Result<()> {
         cgroups: qos_cgroups(&flags)?,
         memory_capacity_bytes: deckhand::node::hostinfo::HostInfo::read(&flags.root_dir)
             .memory_bytes as i64,
+        pressure: Some(pressure.clone()),
     });
     let mirror_uids = ctx.status.mirror_uids();
     let (pod_tx, pod_rx) = mpsc::channel(256);
@@ -396,7 +417,11 @@ async fn main() -> Result<()> {
     let monitor = workers.monitor();
     {
         let c = cancel.clone();
-        tasks.spawn(async move { workers.run(pod_rx, pleg_rx, c).await });
+        tasks.spawn(async move { workers.run(pod_rx, pleg_rx, evict_rx, c).await });
+    }
+    {
+        let c = cancel.clone();
+        tasks.spawn(async move { eviction.run(c).await });
     }
     if flags.healthz_port > 0 {
         let addr = std::net::SocketAddr::new(
@@ -497,8 +522,14 @@ async fn main() -> Result<()> {
 fn node_allocatable_milli(flags: &Flags) -> Result<std::collections::BTreeMap<String, i128>> {
     let host = deckhand::node::hostinfo::HostInfo::read(&flags.root_dir);
     let reserved = flags.reserved_milli().map_err(anyhow::Error::msg)?;
-    let (_, alloc) =
-        deckhand::node::status::capacity_and_allocatable(&host, flags.max_pods, &reserved);
+    let thresholds = deckhand::eviction::thresholds::parse_thresholds(&flags.eviction_hard)
+        .context("--eviction-hard")?;
+    let (_, alloc) = deckhand::node::status::capacity_and_allocatable(
+        &host,
+        flags.max_pods,
+        &reserved,
+        &thresholds,
+    );
     Ok(alloc
         .into_iter()
         .filter_map(|(k, q)| deckhand::quantity::parse_milli(&q.0).ok().map(|v| (k, v)))

@@ -223,7 +223,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("evictionHard", Honoured),
     ("evictionSoft", Refuse { ok: none, why: "soft eviction thresholds are not implemented (use evictionHard)" }),
     ("evictionSoftGracePeriod", Refuse { ok: none, why: "soft eviction thresholds are not implemented" }),
-    ("evictionPressureTransitionPeriod", Warn { ok: none, why: "pressure conditions follow the thresholds without a transition period" }),
+    ("evictionPressureTransitionPeriod", Honoured),
     ("evictionMaxPodGracePeriod", Warn { ok: none, why: "only used by soft eviction, which is refused" }),
     ("evictionMinimumReclaim", Warn { ok: none, why: "eviction stops as soon as the hard threshold is no longer crossed" }),
     ("mergeDefaultEvictionSettings", Warn { ok: none, why: "evictionHard as given is passed on unchanged" }),
@@ -387,6 +387,8 @@ pub struct FileConfig {
     pub resolv_conf: Option<String>,
     /// `evictionHard`, as `signal<quantity>` entries.
     pub eviction_hard: Option<Vec<String>>,
+    /// `evictionPressureTransitionPeriod`.
+    pub eviction_pressure_transition_period: Option<std::time::Duration>,
     /// `containerLogMaxSize`.
     pub container_log_max_size: Option<String>,
     /// `containerLogMaxFiles`.
@@ -438,6 +440,7 @@ struct Raw {
     max_pods: Option<i64>,
     resolv_conf: Option<String>,
     eviction_hard: Option<BTreeMap<String, String>>,
+    eviction_pressure_transition_period: Option<String>,
     container_log_max_size: Option<String>,
     container_log_max_files: Option<i64>,
     system_reserved: Option<BTreeMap<String, String>>,
@@ -686,6 +689,10 @@ pub fn parse(
             .resolv_conf
             .map(|s| resolve(base, Some(s)).unwrap_or_default()),
         eviction_hard: pairs(raw.eviction_hard, "<"),
+        eviction_pressure_transition_period: duration(
+            "evictionPressureTransitionPeriod",
+            raw.eviction_pressure_transition_period,
+        )?,
         container_log_max_size: nonempty(raw.container_log_max_size),
         container_log_max_files: match raw.container_log_max_files {
             None | Some(0) => None,

@@ -200,10 +200,17 @@ pub struct Flags {
     pub system_reserved: Vec<String>,
 
     /// Hard eviction thresholds, `memory.available<100Mi,nodefs.available<10%` (`evictionHard`);
-    /// the memory threshold is subtracted from allocatable. Empty: the Go kubelet's defaults
-    /// (`memory.available<100Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%`).
+    /// `memory.available` and `nodefs.available` are reserved from allocatable; crossing one sets the
+    /// node's pressure condition and evicts pods (see [`crate::eviction`]). Empty: the Go
+    /// kubelet's defaults (`memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,
+    /// imagefs.available<15%,imagefs.inodesFree<5%`); a non-empty list replaces them.
     #[arg(long = "eviction-hard", value_delimiter = ',')]
     pub eviction_hard: Vec<String>,
+
+    /// How long a node pressure condition stays after its threshold was last crossed
+    /// (`evictionPressureTransitionPeriod`), so the node does not flap.
+    #[arg(long = "eviction-pressure-transition-period", default_value = "5m", value_parser = parse_go_duration)]
+    pub eviction_pressure_transition_period: Duration,
 
     /// Cgroup driver of the runtime: `cgroupfs` or `systemd` (`cgroupDriver`).
     #[arg(long = "cgroup-driver", default_value = "cgroupfs")]
@@ -367,6 +374,7 @@ pub fn merge_file(flags: &mut Flags, file: &file::FileConfig, explicit: &dyn Fn(
     take!(max_pods);
     take!(resolv_conf);
     take!(eviction_hard);
+    take!(eviction_pressure_transition_period);
     take!(container_log_max_size);
     take!(container_log_max_files);
     take!(system_reserved);

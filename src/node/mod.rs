@@ -71,6 +71,8 @@ pub struct NodeConfig {
     pub status_report_frequency: Duration,
     /// Lease duration (40 s).
     pub lease_duration_seconds: i32,
+    /// Hard eviction thresholds (reserved from allocatable).
+    pub eviction_thresholds: Vec<crate::eviction::thresholds::Threshold>,
 }
 
 /// Parses `--node-labels` entries (`key=value`).
@@ -161,6 +163,7 @@ pub struct NodeAgent {
     cri: CriClient,
     cfg: NodeConfig,
     recorder: EventRecorder,
+    pressure: Option<crate::eviction::PressureHandle>,
 }
 
 impl NodeAgent {
@@ -176,7 +179,15 @@ impl NodeAgent {
             cri,
             cfg,
             recorder,
+            pressure: None,
         }
+    }
+
+    /// Reports the eviction manager's pressure conditions (MemoryPressure, DiskPressure,
+    /// PIDPressure); without it they stay False.
+    pub fn with_pressure(mut self, pressure: crate::eviction::PressureHandle) -> Self {
+        self.pressure = Some(pressure);
+        self
     }
 
     async fn compute_status(&self, host: &HostInfo, previous: Option<&NodeStatus>) -> NodeStatus {
@@ -194,6 +205,12 @@ impl NodeAgent {
             runtime_errors: &errors,
             previous,
             now: crate::time::truncate(Timestamp::now()),
+            pressure: &self
+                .pressure
+                .as_ref()
+                .map(|p| p.conditions())
+                .unwrap_or_default(),
+            eviction_thresholds: &self.cfg.eviction_thresholds,
         })
     }
 
@@ -355,6 +372,13 @@ impl NodeAgent {
             ),
             ("DiskPressure", "False", reason::NODE_HAS_NO_DISK_PRESSURE),
             ("PIDPressure", "False", reason::NODE_HAS_SUFFICIENT_PID),
+            (
+                "MemoryPressure",
+                "True",
+                reason::NODE_HAS_INSUFFICIENT_MEMORY,
+            ),
+            ("DiskPressure", "True", reason::NODE_HAS_DISK_PRESSURE),
+            ("PIDPressure", "True", reason::NODE_HAS_INSUFFICIENT_PID),
         ];
         for (t, want, r) in pairs {
             if get(Some(new), t).as_deref() == Some(want)

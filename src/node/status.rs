@@ -12,13 +12,6 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::BTreeMap;
 
-/// Default hard eviction threshold for `memory.available` (100Mi), subtracted from allocatable
-/// memory (KubeletConfiguration `evictionHard` default).
-pub const EVICTION_HARD_MEMORY_AVAILABLE_BYTES: u64 = 100 << 20;
-/// Default hard eviction threshold for `nodefs.available` (10%), subtracted from allocatable
-/// ephemeral-storage.
-pub const EVICTION_HARD_NODEFS_AVAILABLE_PERCENT: f64 = 0.10;
-
 /// Inputs of [`node_status`].
 #[derive(Debug, Clone)]
 pub struct NodeStatusInputs<'a> {
@@ -45,6 +38,11 @@ pub struct NodeStatusInputs<'a> {
     pub previous: Option<&'a NodeStatus>,
     /// Now, seconds precision.
     pub now: Time,
+    /// Pressure conditions in force (from the eviction manager).
+    pub pressure: &'a [crate::eviction::thresholds::NodeCondition],
+    /// Hard eviction thresholds (`memory.available` and `nodefs.available` are reserved from
+    /// allocatable).
+    pub eviction_thresholds: &'a [crate::eviction::thresholds::Threshold],
 }
 
 fn condition(
@@ -84,7 +82,9 @@ pub fn capacity_and_allocatable(
     host: &HostInfo,
     max_pods: u32,
     reserved_milli: &BTreeMap<String, i128>,
+    thresholds: &[crate::eviction::thresholds::Threshold],
 ) -> (BTreeMap<String, Quantity>, BTreeMap<String, Quantity>) {
+    use crate::eviction::thresholds::{allocatable_reservation, Signal};
     let reserved = |name: &str| reserved_milli.get(name).copied().unwrap_or(0).max(0);
     let reserved_bytes = |name: &str| (reserved(name) / 1000) as u64;
     let mut cap = BTreeMap::new();
@@ -101,7 +101,11 @@ pub fn capacity_and_allocatable(
         binary_si(
             host.memory_bytes
                 .saturating_sub(reserved_bytes("memory"))
-                .saturating_sub(EVICTION_HARD_MEMORY_AVAILABLE_BYTES)
+                .saturating_sub(allocatable_reservation(
+                    thresholds,
+                    Signal::MemoryAvailable,
+                    host.memory_bytes,
+                ))
                 .saturating_sub(hugepages_total),
         ),
     );
@@ -115,7 +119,7 @@ pub fn capacity_and_allocatable(
         "ephemeral-storage".to_string(),
         binary_si(host.root_fs_bytes),
     );
-    let reserve = (host.root_fs_bytes as f64 * EVICTION_HARD_NODEFS_AVAILABLE_PERCENT) as u64;
+    let reserve = allocatable_reservation(thresholds, Signal::NodeFsAvailable, host.root_fs_bytes);
     alloc.insert(
         "ephemeral-storage".to_string(),
         binary_si(
@@ -129,8 +133,12 @@ pub fn capacity_and_allocatable(
 
 /// Computes the node status.
 pub fn node_status(inp: &NodeStatusInputs) -> NodeStatus {
-    let (capacity, allocatable) =
-        capacity_and_allocatable(inp.host, inp.max_pods, inp.reserved_milli);
+    let (capacity, allocatable) = capacity_and_allocatable(
+        inp.host,
+        inp.max_pods,
+        inp.reserved_milli,
+        inp.eviction_thresholds,
+    );
     let now = &inp.now;
     let prev = inp.previous;
     let mut missing = vec![];
@@ -169,30 +177,39 @@ pub fn node_status(inp: &NodeStatusInputs) -> NodeStatus {
             now,
         )
     };
+    use crate::eviction::thresholds::NodeCondition as P;
+    let under = |c: P| inp.pressure.contains(&c);
+    let pressure = |c: P, yes: (&str, &str), no: (&str, &str)| {
+        let (r, m) = if under(c) { yes } else { no };
+        condition(prev, c.type_name(), under(c), r, m, now)
+    };
     let conditions = vec![
-        condition(
-            prev,
-            "MemoryPressure",
-            false,
-            "KubeletHasSufficientMemory",
-            "kubelet has sufficient memory available",
-            now,
+        pressure(
+            P::MemoryPressure,
+            (
+                "KubeletHasInsufficientMemory",
+                "kubelet has insufficient memory available",
+            ),
+            (
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available",
+            ),
         ),
-        condition(
-            prev,
-            "DiskPressure",
-            false,
-            "KubeletHasNoDiskPressure",
-            "kubelet has no disk pressure",
-            now,
+        pressure(
+            P::DiskPressure,
+            ("KubeletHasDiskPressure", "kubelet has disk pressure"),
+            ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
         ),
-        condition(
-            prev,
-            "PIDPressure",
-            false,
-            "KubeletHasSufficientPID",
-            "kubelet has sufficient PID available",
-            now,
+        pressure(
+            P::PidPressure,
+            (
+                "KubeletHasInsufficientPID",
+                "kubelet has insufficient PID available",
+            ),
+            (
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available",
+            ),
         ),
         ready,
     ];
@@ -255,6 +272,12 @@ mod tests {
     use super::*;
     use k8s_openapi::jiff::Timestamp;
 
+    fn defaults() -> &'static [crate::eviction::thresholds::Threshold] {
+        static T: std::sync::OnceLock<Vec<crate::eviction::thresholds::Threshold>> =
+            std::sync::OnceLock::new();
+        T.get_or_init(crate::eviction::thresholds::default_thresholds)
+    }
+
     fn host() -> HostInfo {
         HostInfo {
             num_cores: 2,
@@ -291,12 +314,14 @@ mod tests {
             runtime_errors: errs,
             previous: prev,
             now: Time(Timestamp::from_second(t).unwrap()),
+            pressure: &[],
+            eviction_thresholds: defaults(),
         }
     }
 
     #[test]
     fn capacity_and_allocatable_match_the_go_kubelet() {
-        let (cap, alloc) = capacity_and_allocatable(&host(), 110, &BTreeMap::new());
+        let (cap, alloc) = capacity_and_allocatable(&host(), 110, &BTreeMap::new(), defaults());
         assert_eq!(cap["cpu"].0, "2");
         assert_eq!(cap["memory"].0, "24563532Ki");
         assert_eq!(alloc["memory"].0, "24461132Ki");
@@ -305,14 +330,16 @@ mod tests {
             ("cpu".to_string(), 500i128),
             ("memory".to_string(), 256i128 * 1024 * 1024 * 1000),
         ]);
-        let (_, alloc_r) = capacity_and_allocatable(&host(), 110, &reserved);
+        let (_, alloc_r) = capacity_and_allocatable(&host(), 110, &reserved, defaults());
         assert_eq!(alloc_r["cpu"].0, "1500m");
         assert_eq!(alloc_r["memory"].0, "24198988Ki");
         assert_eq!(cap["hugepages-2Mi"].0, "0");
         assert_eq!(cap["ephemeral-storage"].0, "263112772Ki");
         assert_eq!(
             alloc["ephemeral-storage"].0,
-            ((263112772u64 * 1024) - (263112772u64 * 1024) / 10).to_string()
+            // 10% through float32, as the Go kubelet's ThresholdValue.Percentage
+            ((263112772u64 * 1024) - ((263112772u64 * 1024) as f64 * 0.1f32 as f64) as u64)
+                .to_string()
         );
     }
 

@@ -155,6 +155,9 @@ pub struct SyncContext {
     pub cgroups: Option<crate::cm::CgroupManager>,
     /// The node's memory capacity in bytes (oom_score_adj of Burstable containers).
     pub memory_capacity_bytes: i64,
+    /// Node pressure from the eviction manager, for admitting new pods (None: no eviction
+    /// manager, every pod admitted).
+    pub pressure: Option<crate::eviction::PressureHandle>,
 }
 
 /// What a worker is told about its pod.
@@ -165,6 +168,9 @@ pub struct PodUpdate {
     /// The object is gone from the API server (deleted, force-deleted, or vanished while
     /// deckhand was down): kill and clean up without writing status.
     pub removed: bool,
+    /// The kubelet stops the pod on its own (eviction): kill it and report this status; the
+    /// pod stays (Failed) until it is deleted. Sticky, like `removed`.
+    pub evict: Option<Arc<crate::eviction::TerminalStatus>>,
 }
 
 struct WorkerHandle {
@@ -178,6 +184,10 @@ pub struct PodWorkers {
     workers: HashMap<String, WorkerHandle>,
     done_tx: mpsc::UnboundedSender<String>,
     done_rx: mpsc::UnboundedReceiver<String>,
+    /// Workers report here when they have stopped a pod the eviction manager evicts.
+    evicted_tx: mpsc::UnboundedSender<String>,
+    evicted_rx: mpsc::UnboundedReceiver<String>,
+    eviction_waiters: Vec<(String, tokio::sync::oneshot::Sender<bool>)>,
     monitor: crate::systemd::SyncLoopMonitor,
 }
 
@@ -194,11 +204,15 @@ impl PodWorkers {
     /// A dispatcher over `ctx`.
     pub fn new(ctx: Arc<SyncContext>) -> Self {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let (evicted_tx, evicted_rx) = mpsc::unbounded_channel();
         Self {
             ctx,
             workers: HashMap::new(),
             done_tx,
             done_rx,
+            evicted_tx,
+            evicted_rx,
+            eviction_waiters: Vec::new(),
             monitor: crate::systemd::SyncLoopMonitor::new(),
         }
     }
@@ -215,16 +229,21 @@ impl PodWorkers {
         }
         if let Some(h) = self.workers.get(&uid) {
             // A removed pod stays removed even if a stale update arrives later.
-            let was_removed = h.tx.borrow().removed;
+            let (was_removed, evict) = {
+                let b = h.tx.borrow();
+                (b.removed, b.evict.clone())
+            };
             let _ = h.tx.send(PodUpdate {
                 pod,
                 removed: removed || was_removed,
+                evict,
             });
             return;
         }
         let (tx, rx) = watch::channel(PodUpdate {
             pod: pod.clone(),
             removed,
+            evict: None,
         });
         let notify = Arc::new(Notify::new());
         let (probe_tx, probe_rx) = mpsc::channel(64);
@@ -238,6 +257,9 @@ impl PodWorkers {
             probes: PodProbes::new(probe_tx),
             volumes_refreshed: None,
             probe_rx,
+            terminal_override: None,
+            admitted: false,
+            evicted_tx: self.evicted_tx.clone(),
         };
         let done = self.done_tx.clone();
         let span = span_for(&pod);
@@ -253,11 +275,50 @@ impl PodWorkers {
         self.workers.insert(uid, WorkerHandle { tx, notify });
     }
 
-    /// Runs until `cancel`: routes pod events from the source and pod UIDs from PLEG.
+    /// The pods the eviction manager may evict: not removed, not being deleted, not already
+    /// stopped by the kubelet, not in a terminal phase (`activePods`).
+    fn active_pods(&self) -> Vec<Pod> {
+        self.workers
+            .values()
+            .filter_map(|h| {
+                let u = h.tx.borrow();
+                let phase = u.pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                (!deleting(&u)
+                    && u.evict.is_none()
+                    && !matches!(phase, Some("Succeeded") | Some("Failed")))
+                .then(|| u.pod.clone())
+            })
+            .collect()
+    }
+
+    fn command(&mut self, cmd: crate::eviction::PodWorkerCommand) {
+        use crate::eviction::PodWorkerCommand;
+        match cmd {
+            PodWorkerCommand::ActivePods(tx) => {
+                let _ = tx.send(self.active_pods());
+            }
+            PodWorkerCommand::Evict { uid, status, done } => {
+                let Some(h) = self.workers.get(&uid) else {
+                    let _ = done.send(false);
+                    return;
+                };
+                let mut u = h.tx.borrow().clone();
+                u.evict = Some(Arc::new(status));
+                let _ = h.tx.send(u);
+                let notify = h.notify.clone();
+                self.eviction_waiters.push((uid, done));
+                notify.notify_one();
+            }
+        }
+    }
+
+    /// Runs until `cancel`: routes pod events from the source, pod UIDs from PLEG, and the
+    /// eviction manager's commands.
     pub async fn run(
         mut self,
         mut pods: mpsc::Receiver<PodEvent>,
         mut pleg: mpsc::Receiver<String>,
+        mut commands: mpsc::Receiver<crate::eviction::PodWorkerCommand>,
         cancel: CancellationToken,
     ) {
         let mut housekeeping = tokio::time::interval(crate::systemd::SyncLoopMonitor::BEAT);
@@ -266,6 +327,16 @@ impl PodWorkers {
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = housekeeping.tick() => {}
+                cmd = commands.recv(), if !commands.is_closed() => {
+                    if let Some(cmd) = cmd { self.command(cmd); }
+                }
+                uid = self.evicted_rx.recv() => {
+                    if let Some(uid) = uid {
+                        let (done, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.eviction_waiters).into_iter().partition(|(u, _)| *u == uid);
+                        self.eviction_waiters = keep;
+                        for (_, tx) in done { let _ = tx.send(true); }
+                    }
+                }
                 ev = pods.recv() => match ev {
                     None => return,
                     Some(PodEvent::Apply(pod)) => {
@@ -345,6 +416,13 @@ struct PodWorker {
     probe_rx: mpsc::Receiver<(String, ProbeUpdate)>,
     /// When the pod's volumes were last set up or refreshed.
     volumes_refreshed: Option<Instant>,
+    /// The kubelet stopped the pod on its own (evicted, or refused at admission): every status
+    /// written from then on carries this.
+    terminal_override: Option<Arc<crate::eviction::TerminalStatus>>,
+    /// Admission was decided (the first sync).
+    admitted: bool,
+    /// Where to report a finished eviction.
+    evicted_tx: mpsc::UnboundedSender<String>,
 }
 
 /// A failure of one sync, already reported on the pod.
@@ -363,6 +441,33 @@ impl PodWorker {
             if deleting(&update) {
                 self.terminate(update, &cancel).await;
                 return;
+            }
+            if !self.admitted {
+                self.admitted = true;
+                if let Some(status) = self.admission(&update.pod).await {
+                    self.terminal_override = Some(Arc::new(status));
+                    self.write_status(&update.pod, true).await;
+                }
+            }
+            if let Some(ev) = update.evict.clone() {
+                if self.terminal_override.is_none() {
+                    self.evict(&update.pod, ev).await;
+                }
+            }
+            if self.terminal_override.is_some() {
+                // Stopped by the kubelet: nothing runs again; wait for the deletion.
+                // The status is re-written now and then in case a write failed (the status
+                // manager skips unchanged ones).
+                let _ = self.evicted_tx.send(super::uid(&update.pod).to_string());
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    r = self.rx.changed() => { if r.is_err() { return; } }
+                    _ = tokio::time::sleep(RESYNC_PERIOD) => {
+                        let latest = self.rx.borrow().pod.clone();
+                        self.write_status(&latest, true).await;
+                    }
+                }
+                continue;
             }
             // Sync; abandon it if the pod is deleted meanwhile (e.g. during a long pull).
             let outcome = {
@@ -484,6 +589,11 @@ impl PodWorker {
                 probes: &self.probes.results,
             },
         );
+        let mut status = status;
+        if let Some(o) = &self.terminal_override {
+            o.apply(&mut status);
+        }
+        let terminal = terminal || self.terminal_override.is_some();
         // Probe tasks follow the running container instances.
         if terminal {
             self.probes.stop_all();
@@ -1223,6 +1333,58 @@ impl PodWorker {
 
     /// Stops all running containers (in parallel, each with the grace period, floored at 2 s)
     /// and then every sandbox of the pod.
+    /// Admission of a pod this node has not started (no sandbox yet, not terminal): under node
+    /// pressure the eviction manager may refuse it (k/k `rejectPod`: a Warning event with the
+    /// reason and message, status Failed with `Pod was rejected: <message>`).
+    async fn admission(&self, pod: &Pod) -> Option<crate::eviction::TerminalStatus> {
+        let pressure = self.ctx.pressure.as_ref()?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded") | Some("Failed") | Some("Running")) {
+            return None;
+        }
+        let msg = pressure.admit(pod).err()?;
+        match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+            Ok(rt) if rt.sandboxes.is_empty() => {}
+            _ => return None,
+        }
+        tracing::warn!(reason = crate::eviction::rank::REASON_EVICTED, message = %msg, "pod rejected at admission");
+        self.ctx.recorder.pod(
+            pod,
+            None,
+            true,
+            crate::eviction::rank::REASON_EVICTED,
+            msg.clone(),
+        );
+        let status = crate::eviction::TerminalStatus {
+            reason: crate::eviction::rank::REASON_EVICTED.into(),
+            message: format!("Pod was rejected: {msg}"),
+            condition: None,
+            grace_seconds: 0,
+        };
+        Some(status)
+    }
+
+    /// Stops a pod the eviction manager evicts: kill its containers with the eviction's grace
+    /// period, report `Failed` with the eviction's reason, message and `DisruptionTarget`
+    /// condition, and tear down its volumes (so an emptyDir's space comes back at once). The
+    /// pod object stays until it is deleted (k/k `killPodNow` with a status function).
+    async fn evict(&mut self, pod: &Pod, ev: Arc<crate::eviction::TerminalStatus>) {
+        tracing::info!(message = %ev.message, "evicting pod");
+        self.terminal_override = Some(ev.clone());
+        match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+            Ok(rt) => self.kill_pod(pod, &rt, ev.grace_seconds).await,
+            Err(e) => tracing::warn!(error = %e, "reading pod state for eviction failed"),
+        }
+        self.probes.stop_all();
+        let latest = self.rx.borrow().pod.clone();
+        self.write_status(&latest, true).await;
+        let uid = super::uid(pod).to_string();
+        if let Err(e) = crate::volume::teardown(&self.ctx.root_dir, &uid).await {
+            tracing::warn!(error = %e, "tearing down the evicted pod's volumes failed");
+        }
+        crate::volume::tokens().forget_pod(&uid);
+    }
+
     async fn kill_pod(&self, pod: &Pod, rt: &PodRuntimeStatus, grace: i64) {
         let ctx = self.ctx.clone();
         let pod_ip = rt

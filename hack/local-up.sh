@@ -23,6 +23,7 @@
 #   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready (default 1)
 #   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
 #   DECKHAND_ARGS          extra arguments appended to deckhand's command line
+#   DECKHAND_ROOT_SIZE     size of the tmpfs mounted on deckhand's root dir (default 1g)
 #   DECKHAND_JOIN          1 (default): deckhand joins the kubeadm way, through a bootstrap token,
 #                          with the files vagrant/provision.sh writes into _output/local-up/join/
 #                          (bootstrap-kubelet.conf, config.yaml, kubeadm-flags.env, the drop-in)
@@ -107,6 +108,7 @@ ADMIN_KUBECONFIG="$STATE/admin.kubeconfig"
 KCM_KUBECONFIG="$STATE/controller-manager.kubeconfig"
 DECKHAND_KUBECONFIG="$STATE/deckhand.kubeconfig"
 DECKHAND_ROOT_DIR=/var/lib/deckhand
+DECKHAND_ROOT_SIZE=${DECKHAND_ROOT_SIZE:-1g}
 # deckhand's KubeletConfiguration file (--config): clusterDNS/clusterDomain as kubeadm configures
 # them, and the static pod directory (staticPodPath, relative to the file: the Go kubelet's path
 # resolution)
@@ -626,8 +628,39 @@ step_controller_manager() {
 # cmd/kubeadm/app/componentconfigs/kubelet.go defaults), with the cgroup driver of this
 # machine's containerd (cgroupfs: no systemd here), as a kubeadm config with
 # `cgroupDriver: cgroupfs` would give
+#
+# Eviction settings for this harness (the defaults otherwise): the image filesystem is the
+# machine's own disk, shared with everything else on it, so imagefs thresholds are switched off
+# as kind does; nodefs is the scratch tmpfs on $DECKHAND_ROOT_DIR (see ensure_root_fs), where
+# the default 10% applies; pressure conditions clear 20 s after the last crossing (default 5 min)
+# so one test's pressure does not hold back the next.
+EVICTION_HARD_YAML='evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 10%
+  nodefs.inodesFree: 5%
+  imagefs.available: 0%
+  imagefs.inodesFree: 0%'
+EVICTION_TRANSITION=20s
 kubelet_config_yaml() {
-  "$ROOT/vagrant/provision.sh" default-kubelet-config | sed 's/^cgroupDriver: systemd$/cgroupDriver: cgroupfs/'
+  "$ROOT/vagrant/provision.sh" default-kubelet-config |
+    sed -e 's/^cgroupDriver: systemd$/cgroupDriver: cgroupfs/' \
+        -e "s/^evictionPressureTransitionPeriod: .*/evictionPressureTransitionPeriod: $EVICTION_TRANSITION/"
+  printf '%s\n' "$EVICTION_HARD_YAML"
+}
+
+# deckhand's root directory (pod volumes, the nodefs of eviction) is a tmpfs of
+# $DECKHAND_ROOT_SIZE, so that filling it past the eviction threshold is cheap and never touches
+# the machine's disk (tests/e2e_eviction.rs). `down` unmounts it.
+ensure_root_fs() {
+  mkdir -p "$DECKHAND_ROOT_DIR"
+  if [ "$(stat -f -c %T "$DECKHAND_ROOT_DIR")" = tmpfs ] && mountpoint -q "$DECKHAND_ROOT_DIR"; then
+    return 0
+  fi
+  [ -z "$(ls -A "$DECKHAND_ROOT_DIR" 2>/dev/null)" ] ||
+    warn "$DECKHAND_ROOT_DIR is not empty; its content is hidden under the tmpfs mounted on it"
+  mount -t tmpfs -o "size=$DECKHAND_ROOT_SIZE,mode=0755" deckhand-root "$DECKHAND_ROOT_DIR" ||
+    die "mounting a tmpfs on $DECKHAND_ROOT_DIR failed"
+  log "deckhand: root dir $DECKHAND_ROOT_DIR is a tmpfs of $DECKHAND_ROOT_SIZE"
 }
 
 # kubeadm-style objects for the TLS-bootstrap (join) flow: kube-public/cluster-info (signed by the
@@ -1255,7 +1288,8 @@ start_deckhand() {
   fi
   [ "$DECKHAND_JOIN" != 1 ] || ensure_join_files
   mapfile -d '' argv < <(deckhand_argv)
-  mkdir -p "$DECKHAND_ROOT_DIR" "$STATIC_POD_DIR"
+  ensure_root_fs
+  mkdir -p "$STATIC_POD_DIR"
   write_if_changed "$DECKHAND_CONFIG" <<EOF || true
 # $MARKER: deckhand's KubeletConfiguration (flags on the command line override it)
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -1263,6 +1297,8 @@ kind: KubeletConfiguration
 staticPodPath: manifests
 clusterDNS: [10.96.0.10]
 clusterDomain: cluster.local
+evictionPressureTransitionPeriod: $EVICTION_TRANSITION
+$EVICTION_HARD_YAML
 EOF
   if running_as deckhand "${argv[@]}"; then
     # a rebuilt binary replaces the file; the running process then shows "(deleted)"

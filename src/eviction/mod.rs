@@ -58,9 +58,37 @@ pub struct TerminalStatus {
     pub condition: Option<PodCondition>,
     /// Grace period for killing the containers, seconds.
     pub grace_seconds: i64,
+    /// Refused at admission: nothing ever ran, and the status is only phase, reason, message,
+    /// QoS class and start time (k/k `rejectPod`), with the conditions others set kept.
+    pub rejected: bool,
 }
 
 impl TerminalStatus {
+    /// The whole status of a pod refused at admission, from its current status `old`.
+    pub fn rejected_status(
+        &self,
+        pod: &Pod,
+        now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    ) -> k8s_openapi::api::core::v1::PodStatus {
+        let old = pod.status.clone().unwrap_or_default();
+        let conditions: Vec<PodCondition> = old
+            .conditions
+            .iter()
+            .flatten()
+            .filter(|c| !crate::status::generate::KUBELET_CONDITIONS.contains(&c.type_.as_str()))
+            .cloned()
+            .collect();
+        k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Failed".into()),
+            reason: Some(self.reason.clone()),
+            message: Some(self.message.clone()),
+            qos_class: Some(crate::pod::spec::qos_class(pod).to_string()),
+            start_time: old.start_time.clone().or(Some(now)),
+            conditions: (!conditions.is_empty()).then_some(conditions),
+            ..Default::default()
+        }
+    }
+
     /// Applies this to a generated status: phase Failed, reason, message, the condition
     /// (replacing one of the same type, keeping its transition time when the status matches).
     pub fn apply(&self, status: &mut k8s_openapi::api::core::v1::PodStatus) {
@@ -536,6 +564,7 @@ impl EvictionManager {
                     ..Default::default()
                 }),
                 grace_seconds: IMMEDIATE_EVICTION_GRACE_SECONDS,
+                rejected: false,
             };
             let name = crate::pod::format_pod(&pod);
             tracing::info!(pod = %name, %message, "evicting pod");
@@ -629,6 +658,7 @@ mod tests {
                 ..Default::default()
             }),
             grace_seconds: 1,
+            rejected: false,
         };
         t.apply(&mut s);
         t.apply(&mut s);

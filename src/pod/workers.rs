@@ -570,6 +570,20 @@ impl PodWorker {
     }
 
     async fn write_status(&mut self, pod: &Pod, terminal: bool) {
+        if let Some(o) = self.terminal_override.clone().filter(|o| o.rejected) {
+            // refused at admission: the minimal status the Go kubelet's rejectPod writes
+            let latest = self.rx.borrow().pod.clone();
+            let base = if super::uid(&latest) == super::uid(pod) {
+                latest
+            } else {
+                pod.clone()
+            };
+            let status = o.rejected_status(&base, crate::time::truncate(Timestamp::now()));
+            if let Err(e) = self.ctx.status.set_pod_status(&base, &status).await {
+                tracing::warn!(error = %e, "status update failed; will retry");
+            }
+            return;
+        }
         let rt = match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
             Ok(rt) => rt,
             Err(e) => {
@@ -1360,6 +1374,7 @@ impl PodWorker {
             message: format!("Pod was rejected: {msg}"),
             condition: None,
             grace_seconds: 0,
+            rejected: true,
         };
         Some(status)
     }

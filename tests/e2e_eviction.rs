@@ -78,7 +78,8 @@ impl HostFill {
         let mut left = bytes;
         while left > 0 {
             let n = left.min(chunk.len() as u64) as usize;
-            w.write_all(&chunk[..n]).expect("filling the scratch filesystem");
+            w.write_all(&chunk[..n])
+                .expect("filling the scratch filesystem");
             left -= n as u64;
         }
         w.flush().unwrap();
@@ -127,12 +128,19 @@ async fn disk_pressure_evicts_a_best_effort_pod_and_refuses_new_pods() {
         root.display(),
         cap >> 20
     );
-    wait_node_condition(&client, "DiskPressure", "False/KubeletHasNoDiskPressure", PRESSURE_TIMEOUT).await;
+    wait_node_condition(
+        &client,
+        "DiskPressure",
+        "False/KubeletHasNoDiskPressure",
+        PRESSURE_TIMEOUT,
+    )
+    .await;
 
     let ns = TestNs::new(&client, "evict").await;
     let pods = ns.pods();
     // BestEffort: no requests, fills its emptyDir
-    ns.create_pod(&pod_json("filler", serde_json::json!({}))).await;
+    ns.create_pod(&pod_json("filler", serde_json::json!({})))
+        .await;
     // Burstable, within its ephemeral-storage request: must not be chosen
     ns.create_pod(&pod_json(
         "bystander",
@@ -146,7 +154,10 @@ async fn disk_pressure_evicts_a_best_effort_pod_and_refuses_new_pods() {
     let (avail, cap) = fs_space(&root);
     let threshold = (cap as f64 * 0.1f32 as f64) as u64;
     let fill_mib = (avail - threshold / 2) >> 20;
-    println!("filling {fill_mib} MiB from pod filler (threshold {} MiB)", threshold >> 20);
+    println!(
+        "filling {fill_mib} MiB from pod filler (threshold {} MiB)",
+        threshold >> 20
+    );
     let t0 = Instant::now();
     // dd may be killed by the eviction itself before kubectl returns: ignore its outcome
     let out = kubectl_raw(&[
@@ -161,15 +172,18 @@ async fn disk_pressure_evicts_a_best_effort_pod_and_refuses_new_pods() {
         "bs=1048576",
         &format!("count={fill_mib}"),
     ]);
-    println!(
-        "dd: {}",
-        String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")
-    );
+    println!("dd: {}", out.stderr.lines().last().unwrap_or(""));
 
-    let evicted = watch_pod_until(&pods, "filler", PRESSURE_TIMEOUT, "eviction (Failed/Evicted)", |p| {
-        phase(p) == "Failed"
-            && p.status.as_ref().and_then(|s| s.reason.as_deref()) == Some("Evicted")
-    })
+    let evicted = watch_pod_until(
+        &pods,
+        "filler",
+        PRESSURE_TIMEOUT,
+        "eviction (Failed/Evicted)",
+        |p| {
+            phase(p) == "Failed"
+                && p.status.as_ref().and_then(|s| s.reason.as_deref()) == Some("Evicted")
+        },
+    )
     .await;
     println!("filler evicted {:?} after the fill started", t0.elapsed());
     let st = evicted.status.clone().unwrap();
@@ -203,27 +217,52 @@ async fn disk_pressure_evicts_a_best_effort_pod_and_refuses_new_pods() {
         .expect("an Evicted event on the pod");
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
     assert_eq!(ev.message.as_deref(), Some(msg.as_str()));
-    let default_events: Api<Event> = Api::namespaced(client.clone(), "default");
-    let node_events = default_events.list(&ListParams::default()).await.unwrap();
-    let node_reasons: Vec<String> = node_events
-        .items
-        .iter()
-        .filter(|e| e.involved_object.kind.as_deref() == Some("Node"))
-        .filter_map(|e| Some(format!("{}: {}", e.reason.clone()?, e.message.clone().unwrap_or_default())))
-        .collect();
-    assert!(
-        node_reasons
+    // the node events: EvictionThresholdMet, and NodeHasDiskPressure once the node status
+    // loop (every 10 s) has reported the condition
+    let node_events = || async {
+        let api: Api<Event> = Api::namespaced(client.clone(), "default");
+        api.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.involved_object.kind.as_deref() == Some("Node")
+                    && e.involved_object.name.as_deref() == Some(env().node_name())
+            })
+            .filter_map(|e| Some(format!("{}: {}", e.reason?, e.message.unwrap_or_default())))
+            .collect::<Vec<String>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let reasons = node_events().await;
+        let met = reasons
             .iter()
-            .any(|r| r == "EvictionThresholdMet: Attempting to reclaim ephemeral-storage"),
-        "node events: {node_reasons:?}"
-    );
-    assert!(
-        node_reasons.iter().any(|r| r.starts_with("NodeHasDiskPressure:")),
-        "node events: {node_reasons:?}"
-    );
+            .any(|r| r == "EvictionThresholdMet: Attempting to reclaim ephemeral-storage");
+        let pressure = reasons.iter().any(|r| {
+            r.as_str()
+                == format!(
+                    "NodeHasDiskPressure: Node {} status is now: NodeHasDiskPressure",
+                    env().node_name()
+                )
+        });
+        if met && pressure {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node events (last 10): {:?}",
+            &reasons[reasons.len().saturating_sub(10)..]
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     // the bystander within its request kept running
     let b = pods.get("bystander").await.unwrap();
-    assert_eq!(phase(&b), "Running", "the Burstable pod within its request was evicted");
+    assert_eq!(
+        phase(&b),
+        "Running",
+        "the Burstable pod within its request was evicted"
+    );
     // the evicted pod's emptyDir is gone: the space came back
     let (avail_after, _) = fs_space(&root);
     assert!(
@@ -233,18 +272,40 @@ async fn disk_pressure_evicts_a_best_effort_pod_and_refuses_new_pods() {
     );
     let table = kubectl(&["-n", &ns.name, "get", "pod", "filler", "--no-headers"]);
     println!("kubectl get pod filler: {table}");
-    assert!(table.contains("Error") || table.contains("Evicted"), "{table}");
-    wait_node_condition(&client, "DiskPressure", "False/KubeletHasNoDiskPressure", PRESSURE_TIMEOUT).await;
+    assert!(
+        table.contains("Error") || table.contains("Evicted"),
+        "{table}"
+    );
+    wait_node_condition(
+        &client,
+        "DiskPressure",
+        "False/KubeletHasNoDiskPressure",
+        PRESSURE_TIMEOUT,
+    )
+    .await;
 
     // 2. filled from the host: new pods are refused while the pressure lasts
-    pods.delete("bystander", &DeleteParams::default()).await.unwrap();
+    pods.delete("bystander", &DeleteParams::default())
+        .await
+        .unwrap();
     let (avail, _) = fs_space(&root);
     let fill = HostFill::new(avail - threshold / 2);
-    wait_node_condition(&client, "DiskPressure", "True/KubeletHasDiskPressure", PRESSURE_TIMEOUT).await;
-    ns.create_pod(&pod_json("late", serde_json::json!({}))).await;
-    let late = watch_pod_until(&pods, "late", Duration::from_secs(60), "rejection at admission", |p| {
-        phase(p) == "Failed"
-    })
+    wait_node_condition(
+        &client,
+        "DiskPressure",
+        "True/KubeletHasDiskPressure",
+        PRESSURE_TIMEOUT,
+    )
+    .await;
+    ns.create_pod(&pod_json("late", serde_json::json!({})))
+        .await;
+    let late = watch_pod_until(
+        &pods,
+        "late",
+        Duration::from_secs(60),
+        "rejection at admission",
+        |p| phase(p) == "Failed",
+    )
     .await;
     let st = late.status.clone().unwrap();
     assert_eq!(st.reason.as_deref(), Some("Evicted"));
@@ -257,8 +318,17 @@ async fn disk_pressure_evicts_a_best_effort_pod_and_refuses_new_pods() {
         "a rejected pod never ran: {:?}",
         st.container_statuses
     );
-    assert!(sandboxes_of(&uid(&late)).is_empty(), "a rejected pod got a sandbox");
+    assert!(
+        sandboxes_of(&uid(&late)).is_empty(),
+        "a rejected pod got a sandbox"
+    );
     drop(fill);
-    wait_node_condition(&client, "DiskPressure", "False/KubeletHasNoDiskPressure", PRESSURE_TIMEOUT).await;
+    wait_node_condition(
+        &client,
+        "DiskPressure",
+        "False/KubeletHasNoDiskPressure",
+        PRESSURE_TIMEOUT,
+    )
+    .await;
     ns.delete().await;
 }

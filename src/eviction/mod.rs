@@ -126,18 +126,29 @@ pub enum PodWorkerCommand {
     },
 }
 
-/// Node-level reclaim before evicting pods (`nodeReclaimFuncs`): for disk signals, deleting
-/// dead containers and unused images. Implemented over the garbage collectors.
+/// Node-level reclaim before evicting pods (`buildSignalToNodeReclaimFuncs`): for disk
+/// signals, deleting dead containers and unused images; with a dedicated image filesystem,
+/// nodefs pressure only deletes dead containers (their logs are on nodefs). Implemented over the
+/// garbage collectors.
 pub trait NodeReclaim: Send + Sync {
     /// Reclaims what it can for `signal` (errors are logged by the implementation).
-    fn reclaim(&self, signal: Signal) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+    /// `dedicated_imagefs`: the image filesystem is not the root dir's filesystem.
+    fn reclaim(
+        &self,
+        signal: Signal,
+        dedicated_imagefs: bool,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
 /// No node-level reclaim.
 pub struct NoReclaim;
 
 impl NodeReclaim for NoReclaim {
-    fn reclaim(&self, _signal: Signal) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+    fn reclaim(
+        &self,
+        _signal: Signal,
+        _dedicated_imagefs: bool,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async {})
     }
 }
@@ -466,7 +477,7 @@ impl EvictionManager {
             format!("Attempting to reclaim {resource}"),
         );
         if signal != Signal::MemoryAvailable && signal != Signal::PidAvailable {
-            self.reclaim.reclaim(signal).await;
+            self.reclaim.reclaim(signal, dedicated).await;
             let (after, _, _) = self.observe().await;
             if thresholds::thresholds_met(&self.cfg.thresholds, &after).is_empty() {
                 tracing::info!(

@@ -220,6 +220,7 @@ async fn main() -> Result<()> {
         }
     };
     tracing::info!(node = %node_name, runtime = %version.runtime_name, runtime_version = %version.runtime_version, kubelet_version = %deckhand::kubelet_version(), "starting deckhand");
+    let cgroup_driver = cgroup_driver(&flags, &cri).await?;
 
     let cancel = CancellationToken::new();
     let recorder = EventRecorder::start(client.clone(), &node_name);
@@ -323,7 +324,8 @@ async fn main() -> Result<()> {
         )),
         node_allocatable_milli: node_allocatable_milli(&flags)?,
         dns: dns_settings(&flags, node_ip),
-        cgroups: qos_cgroups(&flags)?,
+        cgroups: qos_cgroups(&flags, cgroup_driver)?,
+        cgroup_driver,
         memory_capacity_bytes: deckhand::node::hostinfo::HostInfo::read(&flags.root_dir)
             .memory_bytes as i64,
     });
@@ -505,26 +507,74 @@ fn node_allocatable_milli(flags: &Flags) -> Result<std::collections::BTreeMap<St
         .collect())
 }
 
-/// With `--cgroups-per-qos` (the default), makes the kubepods hierarchy as the Go kubelet's
-/// container manager does at start-up: `/kubepods` limited to capacity − reserved (node
-/// allocatable enforcement for pods), `/kubepods/burstable`, `/kubepods/besteffort`.
-fn qos_cgroups(flags: &Flags) -> Result<Option<deckhand::cm::CgroupManager>> {
-    if !flags.cgroups_per_qos {
-        return Ok(None);
-    }
-    if flags.cgroup_driver != "cgroupfs" {
+/// The cgroup driver pods are run with (k/k `cmd/kubelet/app/server.go`
+/// getCgroupDriverFromCRI): the runtime's answer to `RuntimeConfig` when it has one, else
+/// `cgroupDriver`. containerd 1.6 has no `RuntimeConfig`, so its runc `SystemdCgroup` option is
+/// read from the verbose `Status` instead and a disagreement is warned about: pod sandboxes fail
+/// to start when the two differ.
+async fn cgroup_driver(flags: &Flags, cri: &CriClient) -> Result<deckhand::cm::CgroupDriver> {
+    use deckhand::cm::{runtime_cgroup_driver, CgroupDriver};
+    let Some(configured) = CgroupDriver::parse(&flags.cgroup_driver) else {
         bail!(
-            "--cgroup-driver={}: deckhand supports the cgroupfs driver only (set the runtime's SystemdCgroup=false)",
+            "cgroup driver {:?}: must be cgroupfs or systemd",
             flags.cgroup_driver
         );
+    };
+    match cri.runtime_cgroup_driver().await {
+        Ok(Some(d)) => {
+            if d != configured {
+                tracing::info!(cgroup_driver = %d, configured = %configured, "Using cgroup driver setting received from the CRI runtime");
+            }
+            return Ok(d);
+        }
+        Ok(None) => tracing::info!(
+            "CRI implementation should be updated to support RuntimeConfig. Falling back to using cgroupDriver from kubelet config."
+        ),
+        Err(e) => tracing::warn!(error = %e, "RuntimeConfig failed; using cgroupDriver from kubelet config"),
+    }
+    let runtime = match cri.status_info().await {
+        Ok((_, info)) => info.get("config").and_then(|c| runtime_cgroup_driver(c)),
+        Err(e) => {
+            tracing::warn!(error = %e, "verbose runtime Status failed; cannot check the runtime's cgroup driver");
+            None
+        }
+    };
+    match runtime {
+        Some(r) if r != configured => tracing::warn!(
+            cgroup_driver = %configured,
+            runtime_cgroup_driver = %r,
+            "cgroupDriver is {configured} but containerd's runc runs with SystemdCgroup = {}: pod sandboxes will fail to start. Set SystemdCgroup = {} under [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options] in containerd's config.toml and restart containerd, or set cgroupDriver: {r}",
+            r == CgroupDriver::Systemd,
+            configured == CgroupDriver::Systemd,
+        ),
+        Some(_) => {
+            tracing::info!(cgroup_driver = %configured, "the container runtime uses the same cgroup driver")
+        }
+        None => {
+            tracing::info!(cgroup_driver = %configured, "could not tell the container runtime's cgroup driver; make sure it is the same")
+        }
+    }
+    Ok(configured)
+}
+
+/// With `--cgroups-per-qos` (the default), makes the kubepods hierarchy as the Go kubelet's
+/// container manager does at start-up: `kubepods` limited to capacity − reserved (node
+/// allocatable enforcement for pods), `kubepods/burstable`, `kubepods/besteffort`, named for
+/// `driver` ([`deckhand::cm::CgroupManager`] says how the systemd slices are made).
+fn qos_cgroups(
+    flags: &Flags,
+    driver: deckhand::cm::CgroupDriver,
+) -> Result<Option<deckhand::cm::CgroupManager>> {
+    if !flags.cgroups_per_qos {
+        return Ok(None);
     }
     let host = deckhand::node::hostinfo::HostInfo::read(&flags.root_dir);
     let reserved = flags.reserved_milli().map_err(anyhow::Error::msg)?;
     let cpu = (host.num_cores as i128 * 1000 - reserved.get("cpu").copied().unwrap_or(0)).max(0);
     let mem = host.memory_bytes as i128 - reserved.get("memory").copied().unwrap_or(0) / 1000;
-    let cm = deckhand::cm::CgroupManager::default();
+    let cm = deckhand::cm::CgroupManager::new(driver);
     cm.ensure_qos_cgroups(cpu as i64, Some(mem.max(0) as i64))
-        .context("creating the kubepods cgroups")?;
+        .with_context(|| format!("creating the kubepods cgroups ({driver} driver)"))?;
     Ok(Some(cm))
 }
 

@@ -155,9 +155,18 @@ async fn main() -> Result<()> {
         "starting: connecting to the API server and the runtime".into(),
     ));
     let node_name = flags.node_name();
-    let Some(node_ip) = flags.node_ip else {
-        bail!("--node-ip is required: deckhand never guesses the node address from the machine's interfaces");
-    };
+    let node_ips =
+        deckhand::node::address::detect(flags.node_ip.as_deref().unwrap_or(""), &node_name)
+            .await
+            .map_err(anyhow::Error::msg)?;
+    let node_ip = node_ips[0];
+    if flags.node_ip.as_deref().is_none_or(|a| {
+        a.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified())
+    }) {
+        tracing::info!(node_ip = %node_ip, "no --node-ip: chose the node address as the Go kubelet does");
+    }
+    let node_ip_strings: Vec<String> = node_ips.iter().map(|i| i.to_string()).collect();
     let labels = parse_labels(&flags.node_labels).context("--node-labels")?;
     let taints = parse_taints(&flags.register_with_taints).context("--register-with-taints")?;
     std::fs::create_dir_all(&flags.root_dir)
@@ -226,7 +235,7 @@ async fn main() -> Result<()> {
     let recorder = EventRecorder::start(client.clone(), &node_name);
     let node_cfg = NodeConfig {
         name: node_name.clone(),
-        node_ips: vec![node_ip.to_string()],
+        node_ips: node_ip_strings.clone(),
         hostname: node_name.clone(),
         root_dir: flags.root_dir.clone(),
         max_pods: flags.max_pods,
@@ -273,7 +282,7 @@ async fn main() -> Result<()> {
     }
     // serving certificate through kubernetes.io/kubelet-serving CSRs (serverTLSBootstrap)
     let serving = if flags.rotate_server_certificates {
-        let Some(template) = Template::serving(&node_name, &node_name, &[node_ip]) else {
+        let Some(template) = Template::serving(&node_name, &node_name, &node_ips) else {
             bail!("--rotate-server-certificates: no node address to request a serving certificate for");
         };
         if flags.tls_cert_file.is_some() {
@@ -313,7 +322,7 @@ async fn main() -> Result<()> {
         status: StatusManager::new(client.clone()),
         recorder: recorder.clone(),
         node_name: node_name.clone(),
-        node_ips: vec![node_ip.to_string()],
+        node_ips: node_ip_strings.clone(),
         root_dir: flags.root_dir.clone(),
         pod_logs_dir: flags.pod_logs_dir.clone(),
         runtime_name: version.runtime_name.clone(),
@@ -323,7 +332,7 @@ async fn main() -> Result<()> {
             cancel.clone(),
         )),
         node_allocatable_milli: node_allocatable_milli(&flags)?,
-        dns: dns_settings(&flags, node_ip),
+        dns: dns_settings(&flags, &node_ips),
         cgroups: qos_cgroups(&flags, cgroup_driver)?,
         cgroup_driver,
         memory_capacity_bytes: deckhand::node::hostinfo::HostInfo::read(&flags.root_dir)
@@ -427,7 +436,7 @@ async fn main() -> Result<()> {
             token_webhook: flags.authentication_token_webhook,
             authorization_mode: flags.authorization_mode,
             node_name: node_name.clone(),
-            node_ips: vec![node_ip.to_string()],
+            node_ips: node_ip_strings.clone(),
             root_dir: flags.root_dir.clone(),
             serving,
         };
@@ -579,7 +588,7 @@ fn qos_cgroups(
 }
 
 /// DNS settings for pod sandboxes from `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
-fn dns_settings(flags: &Flags, node_ip: std::net::IpAddr) -> deckhand::pod::dns::DnsSettings {
+fn dns_settings(flags: &Flags, node_ips: &[std::net::IpAddr]) -> deckhand::pod::dns::DnsSettings {
     let host = (!flags.resolv_conf.is_empty()).then(|| {
         match std::fs::read_to_string(&flags.resolv_conf) {
             Ok(text) => deckhand::pod::dns::parse_resolv_conf(&text),
@@ -593,6 +602,6 @@ fn dns_settings(flags: &Flags, node_ip: std::net::IpAddr) -> deckhand::pod::dns:
         cluster_dns: flags.cluster_dns.clone(),
         cluster_domain: flags.cluster_domain.clone(),
         host,
-        node_ips: vec![node_ip],
+        node_ips: node_ips.to_vec(),
     }
 }

@@ -199,8 +199,21 @@ async fn main() -> Result<()> {
             }
         }
     }
+    // Standalone mode (k/k server.go: no kubeconfig → "standalone mode, no API client"): static
+    // pods only, no node, lease, mirror pods, events or status in the API server.
+    let standalone = flags.kubeconfig.is_none() && flags.bootstrap_kubeconfig.is_none();
     let client_store = FileStore::new(&cert_dir, Kind::Client.store_prefix());
     let (client, reloadable) = match &flags.kubeconfig {
+        _ if standalone => {
+            tracing::info!(
+                static_pod_path = %flags.pod_manifest_path,
+                "no --kubeconfig and no --bootstrap-kubeconfig: running standalone, static pods only, no API server"
+            );
+            if flags.pod_manifest_path.is_empty() {
+                tracing::warn!("standalone mode without staticPodPath / --pod-manifest-path: there is nothing to run");
+            }
+            (deckhand::standalone::offline_client(), None)
+        }
         Some(kc) if flags.rotate_certificates => {
             if kubeconfig_names(kc, &client_store.current_path()) {
                 let (r, c) = ReloadableClient::new(kc)
@@ -232,7 +245,11 @@ async fn main() -> Result<()> {
     let cgroup_driver = cgroup_driver(&flags, &cri).await?;
 
     let cancel = CancellationToken::new();
-    let recorder = EventRecorder::start(client.clone(), &node_name);
+    let recorder = if standalone {
+        EventRecorder::log_only()
+    } else {
+        EventRecorder::start(client.clone(), &node_name)
+    };
     let node_cfg = NodeConfig {
         name: node_name.clone(),
         node_ips: node_ip_strings.clone(),
@@ -247,23 +264,31 @@ async fn main() -> Result<()> {
         status_report_frequency: flags.node_status_report_frequency,
         lease_duration_seconds: flags.node_lease_duration_seconds,
     };
-    let agent = Arc::new(NodeAgent::new(
-        client.clone(),
-        cri.clone(),
-        node_cfg,
-        recorder.clone(),
-    ));
-    let node = agent
-        .register(&cancel)
-        .await
-        .context("registering the node")?;
+    let registered = if standalone {
+        None
+    } else {
+        let agent = Arc::new(NodeAgent::new(
+            client.clone(),
+            cri.clone(),
+            node_cfg,
+            recorder.clone(),
+        ));
+        let node = agent
+            .register(&cancel)
+            .await
+            .context("registering the node")?;
+        Some((agent, node))
+    };
     recorder.node(
         &node_name,
         false,
         reason::STARTING,
         "Starting kubelet.".into(),
     );
-    let node_uid = node.metadata.uid.clone().unwrap_or_default();
+    let node_uid = registered
+        .as_ref()
+        .and_then(|(_, n)| n.metadata.uid.clone())
+        .unwrap_or_default();
     for n in startup.reach(Milestone::NodeRegistered) {
         notifier.notify(&n);
     }
@@ -281,7 +306,10 @@ async fn main() -> Result<()> {
         tasks.spawn(async move { rotator.run(c).await });
     }
     // serving certificate through kubernetes.io/kubelet-serving CSRs (serverTLSBootstrap)
-    let serving = if flags.rotate_server_certificates {
+    if standalone && flags.rotate_server_certificates {
+        tracing::warn!("standalone mode: no API server to request a serving certificate from; --rotate-server-certificates is not used");
+    }
+    let serving = if flags.rotate_server_certificates && !standalone {
         let Some(template) = Template::serving(&node_name, &node_name, &node_ips) else {
             bail!("--rotate-server-certificates: no node address to request a serving certificate for");
         };
@@ -305,13 +333,12 @@ async fn main() -> Result<()> {
     } else {
         None
     };
-    {
-        let agent = agent.clone();
-        let c = cancel.clone();
-        tasks.spawn(async move { agent.run_status_loop(node, c).await });
-    }
-    {
-        let agent = agent.clone();
+    if let Some((agent, node)) = registered {
+        {
+            let agent = agent.clone();
+            let c = cancel.clone();
+            tasks.spawn(async move { agent.run_status_loop(node, c).await });
+        }
         let c = cancel.clone();
         let node_uid = node_uid.clone();
         tasks.spawn(async move { agent.run_lease_loop(node_uid, c).await });
@@ -319,7 +346,11 @@ async fn main() -> Result<()> {
     let ctx = Arc::new(SyncContext {
         client: client.clone(),
         cri: cri.clone(),
-        status: StatusManager::new(client.clone()),
+        status: if standalone {
+            StatusManager::standalone()
+        } else {
+            StatusManager::new(client.clone())
+        },
         recorder: recorder.clone(),
         node_name: node_name.clone(),
         node_ips: node_ip_strings.clone(),
@@ -327,10 +358,8 @@ async fn main() -> Result<()> {
         pod_logs_dir: flags.pod_logs_dir.clone(),
         runtime_name: version.runtime_name.clone(),
         pull_lock: Mutex::new(()),
-        services: Some(deckhand::source::ServiceLister::start(
-            client.clone(),
-            cancel.clone(),
-        )),
+        services: (!standalone)
+            .then(|| deckhand::source::ServiceLister::start(client.clone(), cancel.clone())),
         node_allocatable_milli: node_allocatable_milli(&flags)?,
         dns: dns_settings(&flags, &node_ips),
         cgroups: qos_cgroups(&flags, cgroup_driver)?,
@@ -345,11 +374,16 @@ async fn main() -> Result<()> {
     {
         // Pod sources: the API server, and the static pod directory when configured; merged
         // (mirror pods, start-up sync) before the pod workers.
-        let (api_tx, api_rx) = mpsc::channel(256);
-        let c = cancel.clone();
-        let client2 = client.clone();
-        let name = node_name.clone();
-        tasks.spawn(async move { deckhand::source::run(client2, name, api_tx, c).await });
+        let api_rx = if standalone {
+            None
+        } else {
+            let (api_tx, api_rx) = mpsc::channel(256);
+            let c = cancel.clone();
+            let client2 = client.clone();
+            let name = node_name.clone();
+            tasks.spawn(async move { deckhand::source::run(client2, name, api_tx, c).await });
+            Some(api_rx)
+        };
         let static_rx = if flags.pod_manifest_path.is_empty() {
             None
         } else {
@@ -381,16 +415,15 @@ async fn main() -> Result<()> {
             });
             Some(static_rx)
         };
-        let mirror = deckhand::source::mux::MirrorContext {
+        let mirror = (!standalone).then(|| deckhand::source::mux::MirrorContext {
             client: client.clone(),
             node_name: node_name.clone(),
             node_uid: node_uid.clone(),
             uids: mirror_uids,
-        };
+        });
         let c = cancel.clone();
         tasks.spawn(async move {
-            deckhand::source::mux::run(Some(api_rx), static_rx, pod_tx, Some(mirror), synced_tx, c)
-                .await
+            deckhand::source::mux::run(api_rx, static_rx, pod_tx, mirror, synced_tx, c).await
         });
     }
     {
@@ -422,7 +455,15 @@ async fn main() -> Result<()> {
         let monitor = monitor.clone();
         tasks.spawn(async move { deckhand::server::healthz::run(listener, monitor, c).await });
     }
-    {
+    if standalone {
+        // Its authentication and authorization ask the API server (TokenReview,
+        // SubjectAccessReview): not served without one.
+        tracing::info!("standalone mode: the kubelet HTTPS server (logs, exec, stats) is not started; healthz still answers");
+        for n in startup.reach(Milestone::ServerListening) {
+            notifier.notify(&n);
+        }
+    }
+    if !standalone {
         // The kubelet HTTPS server (logs, exec, attach, port-forward, stats, metrics): its own
         // tasks, no shared state with the pod workers.
         let server_cfg = deckhand::server::ServerConfig {
@@ -448,6 +489,9 @@ async fn main() -> Result<()> {
         for n in startup.reach(Milestone::ServerListening) {
             notifier.notify(&n);
         }
+    }
+    {
+        // container log rotation (CRI only; standalone too)
         let policy = deckhand::server::logrotate::Policy {
             max_size: deckhand::server::logrotate::parse_max_size(&flags.container_log_max_size)
                 .map_err(anyhow::Error::msg)

@@ -28,6 +28,36 @@ struct Restore {
     standalone: Option<Child>,
     restart: Option<HarnessRestart>,
     dir: PathBuf,
+    /// Remove the kubepods.slice cgroups the systemd-driver run made.
+    slices: bool,
+}
+
+/// Every `kubepods.slice` directory (and those below it) in the cgroup hierarchies, deepest
+/// first.
+fn slice_dirs() -> Vec<PathBuf> {
+    fn walk(d: &std::path::Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&e.path(), out);
+            }
+        }
+        out.push(d.to_path_buf());
+    }
+    let mut out = vec![];
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    for top in [root.to_path_buf()].into_iter().chain(
+        std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path()),
+    ) {
+        let s = top.join("kubepods.slice");
+        if s.is_dir() {
+            walk(&s, &mut out);
+        }
+    }
+    out
 }
 
 impl Restore {
@@ -55,6 +85,11 @@ impl Restore {
 impl Drop for Restore {
     fn drop(&mut self) {
         self.stop_standalone();
+        if self.slices {
+            for d in slice_dirs() {
+                let _ = std::fs::remove_dir(&d);
+            }
+        }
         if let Some(r) = self.restart.take() {
             println!("restarting the cluster's deckhand");
             let out = r.run();
@@ -104,6 +139,7 @@ async fn standalone_runs_static_pods_without_an_api_server() {
         standalone: None,
         restart: Some(HarnessRestart::capture(old_pid)),
         dir: dir.clone(),
+        slices: false,
     };
 
     println!("stopping the cluster's deckhand (pid {old_pid})");
@@ -202,6 +238,66 @@ async fn standalone_runs_static_pods_without_an_api_server() {
         "the log does not say standalone mode:\n{}",
         log_tail(&log_path, 40)
     );
+
+    // cgroupDriver systemd: the kubepods slices are made through cgroupfs where systemd would
+    // put them, and containerd's runc (SystemdCgroup = false here) is reported as disagreeing.
+    // No pod runs this way (runc's cgroupfs driver cannot take a slice parent).
+    let log2 = dir.join("deckhand-systemd.log");
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = std::fs::File::create(&log2).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
+        .args([
+            "--container-runtime-endpoint",
+            env.get("CRI_ENDPOINT"),
+            "--pod-manifest-path",
+            empty.to_str().unwrap(),
+            "--root-dir",
+            root.to_str().unwrap(),
+            "--node-ip",
+            env.node_ip(),
+            "--hostname-override",
+            env.node_name(),
+            "--healthz-port",
+            "0",
+            "--cgroup-driver",
+            "systemd",
+        ])
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("starting the standalone deckhand with the systemd driver");
+    guard.standalone = Some(child);
+    guard.slices = true;
+    poll_sync("the systemd-driver deckhand not synced", &log2, || {
+        std::fs::read_to_string(&log2)
+            .unwrap_or_default()
+            .contains("pod sources synced")
+            .then_some(())
+    });
+    let text = std::fs::read_to_string(&log2).unwrap_or_default();
+    assert!(
+        text.contains(
+            "cgroupDriver is systemd but containerd's runc runs with SystemdCgroup = false"
+        ),
+        "no warning about containerd's cgroup driver:\n{}",
+        log_tail(&log2, 40)
+    );
+    let slices = slice_dirs();
+    assert!(
+        slices
+            .iter()
+            .any(|d| d.ends_with("kubepods.slice/kubepods-besteffort.slice")),
+        "no kubepods-besteffort.slice under /sys/fs/cgroup: {slices:?}"
+    );
+    assert!(slices
+        .iter()
+        .any(|d| d.ends_with("kubepods.slice/kubepods-burstable.slice")));
+    let status = guard.stop_standalone().expect("exit status");
+    assert!(status.success(), "{}", log_tail(&log2, 40));
 
     // The cluster's deckhand as it was, then its pods again.
     drop(guard);

@@ -214,6 +214,27 @@ impl EventRecorder {
         Self { tx }
     }
 
+    /// A recorder that only logs (standalone mode: no API server to post events to; the Go
+    /// kubelet's broadcaster then only logs them too, "No api server defined - no events will be
+    /// sent to API server.").
+    pub fn log_only() -> Self {
+        let (tx, mut rx) = mpsc::channel::<Pending>(1000);
+        tokio::spawn(async move {
+            while let Some(p) = rx.recv().await {
+                tracing::info!(
+                    object.kind = p.reference.kind.as_deref().unwrap_or(""),
+                    object.namespace = p.reference.namespace.as_deref().unwrap_or(""),
+                    object.name = p.reference.name.as_deref().unwrap_or(""),
+                    r#type = if p.warning { "Warning" } else { "Normal" },
+                    reason = %p.reason,
+                    message = %p.message,
+                    "event"
+                );
+            }
+        });
+        Self { tx }
+    }
+
     /// A recorder that drops everything (for tools and unit tests).
     pub fn disabled() -> Self {
         let (tx, _rx) = mpsc::channel(1);

@@ -38,6 +38,7 @@ pub mod quantity;
 pub mod scheduler;
 pub mod server;
 pub mod source;
+pub mod standalone;
 pub mod status;
 pub mod systemd;
 pub mod time;

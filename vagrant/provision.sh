@@ -104,6 +104,15 @@ CRI_SOCKET=unix:///run/containerd/containerd.sock SKIP="" START="" ADD_HOSTS=()
 
 phase_on() { [[ ",$SKIP," != *",$1,"* ]]; }
 
+# The cgroup driver for this machine: systemd when systemd runs it (kubeadm's default since
+# v1.22, and containerd's runc then needs SystemdCgroup = true), else cgroupfs. DECKHAND_CGROUP_DRIVER
+# overrides it.
+host_cgroup_driver() {
+  if [ -n "${DECKHAND_CGROUP_DRIVER:-}" ]; then echo "$DECKHAND_CGROUP_DRIVER"
+  elif [ -d /run/systemd/system ]; then echo systemd
+  else echo cgroupfs; fi
+}
+
 b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
 
 phase_packages() {
@@ -123,8 +132,10 @@ phase_containerd() {
   # network add-on may later install its own config, which containerd then prefers (lexical order)
   mkdir -p /etc/containerd /etc/cni/net.d
   if [ ! -f /etc/containerd/config.toml ] || ! grep -q 'deckhand provision' /etc/containerd/config.toml; then
-    log "containerd: writing /etc/containerd/config.toml (systemd cgroups, CNI in /usr/lib/cni)"
-    cat > /etc/containerd/config.toml <<'EOF'
+    local systemd_cgroup=false
+    [ "$(host_cgroup_driver)" != systemd ] || systemd_cgroup=true
+    log "containerd: writing /etc/containerd/config.toml ($(host_cgroup_driver) cgroups, CNI in /usr/lib/cni)"
+    cat > /etc/containerd/config.toml <<EOF
 # written by deckhand provision
 version = 2
 [plugins."io.containerd.grpc.v1.cri"]
@@ -132,7 +143,7 @@ version = 2
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-      SystemdCgroup = true
+      SystemdCgroup = $systemd_cgroup
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "/etc/cni/net.d"
@@ -201,7 +212,8 @@ phase_discovery() {
 }
 
 # kubeadm's defaults for a KubeletConfiguration (cmd/kubeadm/app/componentconfigs/kubelet.go),
-# serialized as kubeadm serializes kubelet.config.k8s.io/v1beta1
+# serialized as kubeadm serializes kubelet.config.k8s.io/v1beta1; cgroupDriver is kubeadm's
+# systemd on a machine systemd runs, cgroupfs elsewhere (host_cgroup_driver)
 default_kubelet_config() {
   cat <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -218,7 +230,7 @@ authorization:
   webhook:
     cacheAuthorizedTTL: 0s
     cacheUnauthorizedTTL: 0s
-cgroupDriver: systemd
+cgroupDriver: $(host_cgroup_driver)
 clusterDNS:
 - 10.96.0.10
 clusterDomain: cluster.local
@@ -307,6 +319,17 @@ EOF
   else
     cfg=$(printf '%s\ncontainerRuntimeEndpoint: %s\n' "$cfg" "$CRI_SOCKET")
   fi
+  # the cluster's cgroupDriver must be the one containerd's runc uses on this machine (a
+  # kubeadm user patches it per node): deckhand warns about a mismatch, and pods cannot start
+  local driver; driver=$(host_cgroup_driver)
+  if grep -q '^cgroupDriver:' <<<"$cfg"; then
+    if ! grep -q "^cgroupDriver: $driver\$" <<<"$cfg"; then
+      log "files: the cluster's cgroupDriver is $(awk '$1 == "cgroupDriver:" {print $2}' <<<"$cfg"); this machine's is $driver: config.yaml says $driver"
+      cfg=$(sed "s|^cgroupDriver:.*|cgroupDriver: $driver|" <<<"$cfg")
+    fi
+  else
+    cfg=$(printf '%s\ncgroupDriver: %s\n' "$cfg" "$driver")
+  fi
   if [ -n "$PREFIX" ]; then
     # the files the configuration names live under the prefix too
     cfg=$(sed -e "s|\(clientCAFile: \)/etc/kubernetes|\1$PREFIX/etc/kubernetes|" \
@@ -318,26 +341,14 @@ EOF
   local args=""
   [ "$NODE_NAME" = "$(hostname | tr '[:upper:]' '[:lower:]')" ] || args="--hostname-override=$NODE_NAME"
   printf 'KUBELET_KUBEADM_ARGS="%s"\n' "$args" > "$(P /var/lib/kubelet/kubeadm-flags.env)"
-  # 5. the user's extra arguments (/etc/default/kubelet for the Go kubelet; the deckhand unit
-  #    reads /etc/default/deckhand): the node IP, and the KubeletConfiguration fields deckhand
-  #    must also get as flags while its --config support is not there yet
-  local extra=("--node-ip=$NODE_IP" "--cert-dir=$(P /var/lib/kubelet/pki)")
-  if [ "${CONFIG_AS_FLAGS:-1}" = 1 ]; then
-    local v
-    v=$(awk '/^  x509:/ {x=1} x && /clientCAFile:/ {print $2; exit}' "$(P /var/lib/kubelet/config.yaml)")
-    [ -z "$v" ] || extra+=("--client-ca-file=$v")
-    v=$(awk '/^clusterDNS:/ {d=1; next} d && /^- / {printf "%s%s", s, $2; s=","; next} d {exit}' "$(P /var/lib/kubelet/config.yaml)")
-    [ -z "$v" ] || extra+=("--cluster-dns=$v")
-    v=$(cfg_get clusterDomain); [ -z "$v" ] || extra+=("--cluster-domain=$v")
-    v=$(cfg_get cgroupDriver); [ -z "$v" ] || extra+=("--cgroup-driver=$v")
-    v=$(cfg_get rotateCertificates); [ -z "$v" ] || extra+=("--rotate-certificates=$v")
-    v=$(cfg_get serverTLSBootstrap); [ -z "$v" ] || extra+=("--rotate-server-certificates=$v")
-    extra+=("--container-runtime-endpoint=$(cfg_get containerRuntimeEndpoint)")
-  fi
+  # 5. the user's extra arguments (/etc/default/kubelet, KUBELET_EXTRA_ARGS, which the drop-in
+  #    reads last): only what is not in config.yaml, the node IP; deckhand reads every field of
+  #    config.yaml itself
+  local extra=("--node-ip=$NODE_IP")
   [ -z "$EXTRA_ARGS" ] || extra+=("$EXTRA_ARGS")
   mkdir -p "$(P /etc/default)"
-  printf 'KUBELET_EXTRA_ARGS="%s"\n' "${extra[*]}" > "$(P /etc/default/deckhand)"
-  log "files: $(P /etc/kubernetes/bootstrap-kubelet.conf), $(P /var/lib/kubelet/config.yaml), $(P /var/lib/kubelet/kubeadm-flags.env), $(P /etc/default/deckhand)"
+  printf 'KUBELET_EXTRA_ARGS="%s"\n' "${extra[*]}" > "$(P /etc/default/kubelet)"
+  log "files: $(P /etc/kubernetes/bootstrap-kubelet.conf), $(P /var/lib/kubelet/config.yaml), $(P /var/lib/kubelet/kubeadm-flags.env), $(P /etc/default/kubelet)"
 }
 
 phase_install() {
@@ -357,30 +368,23 @@ phase_install() {
     fi
   fi
   [ -x "$bin" ] || die "no deckhand binary at $bin (pass --deckhand-bin)"
-  # the unit (systemd/deckhand.service of this repository) and kubeadm's drop-in
-  # (10-kubeadm.conf of the kubeadm package), with deckhand in the kubelet's place
-  local unit_src="$HERE/../systemd/deckhand.service" unit dropin
+  # the unit and the kubeadm-style drop-in of this repository (systemd/), the paths they name
+  # moved under the prefix and to the binary's place
+  local unit_src="$HERE/../systemd/deckhand.service" dropin_src="$HERE/../systemd/deckhand.service.d/10-kubeadm.conf"
+  local unit dropin
   unit=$(P /etc/systemd/system/deckhand.service)
   dropin=$(P /etc/systemd/system/deckhand.service.d/10-kubeadm.conf)
   mkdir -p "$(dirname "$dropin")"
-  if [ -f "$unit_src" ]; then
-    sed -e "s|/usr/bin/deckhand|$bin|g" -e "s|/var/lib/kubelet/|$(P /var/lib/kubelet/)|g" \
-        -e "s|/etc/default/deckhand|$(P /etc/default/deckhand)|g" "$unit_src" > "$unit"
-  else
-    die "systemd/deckhand.service not found next to $SELF"
-  fi
-  cat > "$dropin" <<EOF
-# kubeadm's kubelet drop-in (10-kubeadm.conf), deckhand in the kubelet's place
-[Service]
-Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=$(P /etc/kubernetes/bootstrap-kubelet.conf) --kubeconfig=$(P /etc/kubernetes/kubelet.conf)"
-Environment="KUBELET_CONFIG_ARGS=--config=$(P /var/lib/kubelet/config.yaml)"
-# This is a file that "kubeadm init" and "kubeadm join" generates at runtime, populating the KUBELET_KUBEADM_ARGS variable dynamically
-EnvironmentFile=-$(P /var/lib/kubelet/kubeadm-flags.env)
-# This is a file that the user can use for overrides of the kubelet args as a last resort.
-EnvironmentFile=-$(P /etc/default/deckhand)
-ExecStart=
-ExecStart=$bin \$KUBELET_KUBECONFIG_ARGS \$KUBELET_CONFIG_ARGS \$KUBELET_KUBEADM_ARGS \$KUBELET_EXTRA_ARGS
-EOF
+  [ -f "$unit_src" ] && [ -f "$dropin_src" ] ||
+    die "systemd/deckhand.service and systemd/deckhand.service.d/10-kubeadm.conf not found next to $SELF"
+  local f
+  for f in "$unit_src:$unit" "$dropin_src:$dropin"; do
+    sed -e "s|/usr/bin/deckhand|$bin|g" \
+        -e "s|/var/lib/kubelet/|$(P /var/lib/kubelet/)|g" \
+        -e "s|/etc/kubernetes/|$(P /etc/kubernetes/)|g" \
+        -e "s|/etc/default/deckhand|$(P /etc/default/deckhand)|g" \
+        -e "s|/etc/default/kubelet|$(P /etc/default/kubelet)|g" "${f%%:*}" > "${f#*:}"
+  done
   log "install: $bin, $unit, $dropin"
 }
 

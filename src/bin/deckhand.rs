@@ -155,9 +155,18 @@ async fn main() -> Result<()> {
         "starting: connecting to the API server and the runtime".into(),
     ));
     let node_name = flags.node_name();
-    let Some(node_ip) = flags.node_ip else {
-        bail!("--node-ip is required: deckhand never guesses the node address from the machine's interfaces");
-    };
+    let node_ips =
+        deckhand::node::address::detect(flags.node_ip.as_deref().unwrap_or(""), &node_name)
+            .await
+            .map_err(anyhow::Error::msg)?;
+    let node_ip = node_ips[0];
+    if flags.node_ip.as_deref().is_none_or(|a| {
+        a.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified())
+    }) {
+        tracing::info!(node_ip = %node_ip, "no --node-ip: chose the node address as the Go kubelet does");
+    }
+    let node_ip_strings: Vec<String> = node_ips.iter().map(|i| i.to_string()).collect();
     let labels = parse_labels(&flags.node_labels).context("--node-labels")?;
     let taints = parse_taints(&flags.register_with_taints).context("--register-with-taints")?;
     std::fs::create_dir_all(&flags.root_dir)
@@ -190,8 +199,21 @@ async fn main() -> Result<()> {
             }
         }
     }
+    // Standalone mode (k/k server.go: no kubeconfig → "standalone mode, no API client"): static
+    // pods only, no node, lease, mirror pods, events or status in the API server.
+    let standalone = flags.kubeconfig.is_none() && flags.bootstrap_kubeconfig.is_none();
     let client_store = FileStore::new(&cert_dir, Kind::Client.store_prefix());
     let (client, reloadable) = match &flags.kubeconfig {
+        _ if standalone => {
+            tracing::info!(
+                static_pod_path = %flags.pod_manifest_path,
+                "no --kubeconfig and no --bootstrap-kubeconfig: running standalone, static pods only, no API server"
+            );
+            if flags.pod_manifest_path.is_empty() {
+                tracing::warn!("standalone mode without staticPodPath / --pod-manifest-path: there is nothing to run");
+            }
+            (deckhand::standalone::offline_client(), None)
+        }
         Some(kc) if flags.rotate_certificates => {
             if kubeconfig_names(kc, &client_store.current_path()) {
                 let (r, c) = ReloadableClient::new(kc)
@@ -220,12 +242,17 @@ async fn main() -> Result<()> {
         }
     };
     tracing::info!(node = %node_name, runtime = %version.runtime_name, runtime_version = %version.runtime_version, kubelet_version = %deckhand::kubelet_version(), "starting deckhand");
+    let cgroup_driver = cgroup_driver(&flags, &cri).await?;
 
     let eviction_thresholds =
         deckhand::eviction::thresholds::parse_thresholds(&flags.eviction_hard)
             .context("--eviction-hard")?;
     let cancel = CancellationToken::new();
-    let recorder = EventRecorder::start(client.clone(), &node_name);
+    let recorder = if standalone {
+        EventRecorder::log_only()
+    } else {
+        EventRecorder::start(client.clone(), &node_name)
+    };
     // The eviction manager: built before the node agent (pressure conditions) and the pod
     // workers (admission, eviction), started once they run.
     let (evict_tx, evict_rx) = mpsc::channel(8);
@@ -246,7 +273,7 @@ async fn main() -> Result<()> {
     let pressure = eviction.pressure();
     let node_cfg = NodeConfig {
         name: node_name.clone(),
-        node_ips: vec![node_ip.to_string()],
+        node_ips: node_ip_strings.clone(),
         hostname: node_name.clone(),
         root_dir: flags.root_dir.clone(),
         max_pods: flags.max_pods,
@@ -259,21 +286,29 @@ async fn main() -> Result<()> {
         lease_duration_seconds: flags.node_lease_duration_seconds,
         eviction_thresholds: eviction_thresholds.clone(),
     };
-    let agent = Arc::new(
-        NodeAgent::new(client.clone(), cri.clone(), node_cfg, recorder.clone())
-            .with_pressure(pressure.clone()),
-    );
-    let node = agent
-        .register(&cancel)
-        .await
-        .context("registering the node")?;
+    let registered = if standalone {
+        None
+    } else {
+        let agent = Arc::new(
+            NodeAgent::new(client.clone(), cri.clone(), node_cfg, recorder.clone())
+                .with_pressure(pressure.clone()),
+        );
+        let node = agent
+            .register(&cancel)
+            .await
+            .context("registering the node")?;
+        Some((agent, node))
+    };
     recorder.node(
         &node_name,
         false,
         reason::STARTING,
         "Starting kubelet.".into(),
     );
-    let node_uid = node.metadata.uid.clone().unwrap_or_default();
+    let node_uid = registered
+        .as_ref()
+        .and_then(|(_, n)| n.metadata.uid.clone())
+        .unwrap_or_default();
     for n in startup.reach(Milestone::NodeRegistered) {
         notifier.notify(&n);
     }
@@ -291,8 +326,11 @@ async fn main() -> Result<()> {
         tasks.spawn(async move { rotator.run(c).await });
     }
     // serving certificate through kubernetes.io/kubelet-serving CSRs (serverTLSBootstrap)
-    let serving = if flags.rotate_server_certificates {
-        let Some(template) = Template::serving(&node_name, &node_name, &[node_ip]) else {
+    if standalone && flags.rotate_server_certificates {
+        tracing::warn!("standalone mode: no API server to request a serving certificate from; --rotate-server-certificates is not used");
+    }
+    let serving = if flags.rotate_server_certificates && !standalone {
+        let Some(template) = Template::serving(&node_name, &node_name, &node_ips) else {
             bail!("--rotate-server-certificates: no node address to request a serving certificate for");
         };
         if flags.tls_cert_file.is_some() {
@@ -315,13 +353,12 @@ async fn main() -> Result<()> {
     } else {
         None
     };
-    {
-        let agent = agent.clone();
-        let c = cancel.clone();
-        tasks.spawn(async move { agent.run_status_loop(node, c).await });
-    }
-    {
-        let agent = agent.clone();
+    if let Some((agent, node)) = registered {
+        {
+            let agent = agent.clone();
+            let c = cancel.clone();
+            tasks.spawn(async move { agent.run_status_loop(node, c).await });
+        }
         let c = cancel.clone();
         let node_uid = node_uid.clone();
         tasks.spawn(async move { agent.run_lease_loop(node_uid, c).await });
@@ -329,21 +366,24 @@ async fn main() -> Result<()> {
     let ctx = Arc::new(SyncContext {
         client: client.clone(),
         cri: cri.clone(),
-        status: StatusManager::new(client.clone()),
+        status: if standalone {
+            StatusManager::standalone()
+        } else {
+            StatusManager::new(client.clone())
+        },
         recorder: recorder.clone(),
         node_name: node_name.clone(),
-        node_ips: vec![node_ip.to_string()],
+        node_ips: node_ip_strings.clone(),
         root_dir: flags.root_dir.clone(),
         pod_logs_dir: flags.pod_logs_dir.clone(),
         runtime_name: version.runtime_name.clone(),
         pull_lock: Mutex::new(()),
-        services: Some(deckhand::source::ServiceLister::start(
-            client.clone(),
-            cancel.clone(),
-        )),
+        services: (!standalone)
+            .then(|| deckhand::source::ServiceLister::start(client.clone(), cancel.clone())),
         node_allocatable_milli: node_allocatable_milli(&flags)?,
-        dns: dns_settings(&flags, node_ip),
-        cgroups: qos_cgroups(&flags)?,
+        dns: dns_settings(&flags, &node_ips),
+        cgroups: qos_cgroups(&flags, cgroup_driver)?,
+        cgroup_driver,
         memory_capacity_bytes: deckhand::node::hostinfo::HostInfo::read(&flags.root_dir)
             .memory_bytes as i64,
         pressure: Some(pressure.clone()),
@@ -355,11 +395,16 @@ async fn main() -> Result<()> {
     {
         // Pod sources: the API server, and the static pod directory when configured; merged
         // (mirror pods, start-up sync) before the pod workers.
-        let (api_tx, api_rx) = mpsc::channel(256);
-        let c = cancel.clone();
-        let client2 = client.clone();
-        let name = node_name.clone();
-        tasks.spawn(async move { deckhand::source::run(client2, name, api_tx, c).await });
+        let api_rx = if standalone {
+            None
+        } else {
+            let (api_tx, api_rx) = mpsc::channel(256);
+            let c = cancel.clone();
+            let client2 = client.clone();
+            let name = node_name.clone();
+            tasks.spawn(async move { deckhand::source::run(client2, name, api_tx, c).await });
+            Some(api_rx)
+        };
         let static_rx = if flags.pod_manifest_path.is_empty() {
             None
         } else {
@@ -391,16 +436,15 @@ async fn main() -> Result<()> {
             });
             Some(static_rx)
         };
-        let mirror = deckhand::source::mux::MirrorContext {
+        let mirror = (!standalone).then(|| deckhand::source::mux::MirrorContext {
             client: client.clone(),
             node_name: node_name.clone(),
             node_uid: node_uid.clone(),
             uids: mirror_uids,
-        };
+        });
         let c = cancel.clone();
         tasks.spawn(async move {
-            deckhand::source::mux::run(Some(api_rx), static_rx, pod_tx, Some(mirror), synced_tx, c)
-                .await
+            deckhand::source::mux::run(api_rx, static_rx, pod_tx, mirror, synced_tx, c).await
         });
     }
     {
@@ -436,7 +480,15 @@ async fn main() -> Result<()> {
         let monitor = monitor.clone();
         tasks.spawn(async move { deckhand::server::healthz::run(listener, monitor, c).await });
     }
-    {
+    if standalone {
+        // Its authentication and authorization ask the API server (TokenReview,
+        // SubjectAccessReview): not served without one.
+        tracing::info!("standalone mode: the kubelet HTTPS server (logs, exec, stats) is not started; healthz still answers");
+        for n in startup.reach(Milestone::ServerListening) {
+            notifier.notify(&n);
+        }
+    }
+    if !standalone {
         // The kubelet HTTPS server (logs, exec, attach, port-forward, stats, metrics): its own
         // tasks, no shared state with the pod workers.
         let server_cfg = deckhand::server::ServerConfig {
@@ -450,7 +502,7 @@ async fn main() -> Result<()> {
             token_webhook: flags.authentication_token_webhook,
             authorization_mode: flags.authorization_mode,
             node_name: node_name.clone(),
-            node_ips: vec![node_ip.to_string()],
+            node_ips: node_ip_strings.clone(),
             root_dir: flags.root_dir.clone(),
             serving,
         };
@@ -462,6 +514,9 @@ async fn main() -> Result<()> {
         for n in startup.reach(Milestone::ServerListening) {
             notifier.notify(&n);
         }
+    }
+    {
+        // container log rotation (CRI only; standalone too)
         let policy = deckhand::server::logrotate::Policy {
             max_size: deckhand::server::logrotate::parse_max_size(&flags.container_log_max_size)
                 .map_err(anyhow::Error::msg)
@@ -536,31 +591,79 @@ fn node_allocatable_milli(flags: &Flags) -> Result<std::collections::BTreeMap<St
         .collect())
 }
 
-/// With `--cgroups-per-qos` (the default), makes the kubepods hierarchy as the Go kubelet's
-/// container manager does at start-up: `/kubepods` limited to capacity − reserved (node
-/// allocatable enforcement for pods), `/kubepods/burstable`, `/kubepods/besteffort`.
-fn qos_cgroups(flags: &Flags) -> Result<Option<deckhand::cm::CgroupManager>> {
-    if !flags.cgroups_per_qos {
-        return Ok(None);
-    }
-    if flags.cgroup_driver != "cgroupfs" {
+/// The cgroup driver pods are run with (k/k `cmd/kubelet/app/server.go`
+/// getCgroupDriverFromCRI): the runtime's answer to `RuntimeConfig` when it has one, else
+/// `cgroupDriver`. containerd 1.6 has no `RuntimeConfig`, so its runc `SystemdCgroup` option is
+/// read from the verbose `Status` instead and a disagreement is warned about: pod sandboxes fail
+/// to start when the two differ.
+async fn cgroup_driver(flags: &Flags, cri: &CriClient) -> Result<deckhand::cm::CgroupDriver> {
+    use deckhand::cm::{runtime_cgroup_driver, CgroupDriver};
+    let Some(configured) = CgroupDriver::parse(&flags.cgroup_driver) else {
         bail!(
-            "--cgroup-driver={}: deckhand supports the cgroupfs driver only (set the runtime's SystemdCgroup=false)",
+            "cgroup driver {:?}: must be cgroupfs or systemd",
             flags.cgroup_driver
         );
+    };
+    match cri.runtime_cgroup_driver().await {
+        Ok(Some(d)) => {
+            if d != configured {
+                tracing::info!(cgroup_driver = %d, configured = %configured, "Using cgroup driver setting received from the CRI runtime");
+            }
+            return Ok(d);
+        }
+        Ok(None) => tracing::info!(
+            "CRI implementation should be updated to support RuntimeConfig. Falling back to using cgroupDriver from kubelet config."
+        ),
+        Err(e) => tracing::warn!(error = %e, "RuntimeConfig failed; using cgroupDriver from kubelet config"),
+    }
+    let runtime = match cri.status_info().await {
+        Ok((_, info)) => info.get("config").and_then(|c| runtime_cgroup_driver(c)),
+        Err(e) => {
+            tracing::warn!(error = %e, "verbose runtime Status failed; cannot check the runtime's cgroup driver");
+            None
+        }
+    };
+    match runtime {
+        Some(r) if r != configured => tracing::warn!(
+            cgroup_driver = %configured,
+            runtime_cgroup_driver = %r,
+            "cgroupDriver is {configured} but containerd's runc runs with SystemdCgroup = {}: pod sandboxes will fail to start. Set SystemdCgroup = {} under [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options] in containerd's config.toml and restart containerd, or set cgroupDriver: {r}",
+            r == CgroupDriver::Systemd,
+            configured == CgroupDriver::Systemd,
+        ),
+        Some(_) => {
+            tracing::info!(cgroup_driver = %configured, "the container runtime uses the same cgroup driver")
+        }
+        None => {
+            tracing::info!(cgroup_driver = %configured, "could not tell the container runtime's cgroup driver; make sure it is the same")
+        }
+    }
+    Ok(configured)
+}
+
+/// With `--cgroups-per-qos` (the default), makes the kubepods hierarchy as the Go kubelet's
+/// container manager does at start-up: `kubepods` limited to capacity − reserved (node
+/// allocatable enforcement for pods), `kubepods/burstable`, `kubepods/besteffort`, named for
+/// `driver` ([`deckhand::cm::CgroupManager`] says how the systemd slices are made).
+fn qos_cgroups(
+    flags: &Flags,
+    driver: deckhand::cm::CgroupDriver,
+) -> Result<Option<deckhand::cm::CgroupManager>> {
+    if !flags.cgroups_per_qos {
+        return Ok(None);
     }
     let host = deckhand::node::hostinfo::HostInfo::read(&flags.root_dir);
     let reserved = flags.reserved_milli().map_err(anyhow::Error::msg)?;
     let cpu = (host.num_cores as i128 * 1000 - reserved.get("cpu").copied().unwrap_or(0)).max(0);
     let mem = host.memory_bytes as i128 - reserved.get("memory").copied().unwrap_or(0) / 1000;
-    let cm = deckhand::cm::CgroupManager::default();
+    let cm = deckhand::cm::CgroupManager::new(driver);
     cm.ensure_qos_cgroups(cpu as i64, Some(mem.max(0) as i64))
-        .context("creating the kubepods cgroups")?;
+        .with_context(|| format!("creating the kubepods cgroups ({driver} driver)"))?;
     Ok(Some(cm))
 }
 
 /// DNS settings for pod sandboxes from `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
-fn dns_settings(flags: &Flags, node_ip: std::net::IpAddr) -> deckhand::pod::dns::DnsSettings {
+fn dns_settings(flags: &Flags, node_ips: &[std::net::IpAddr]) -> deckhand::pod::dns::DnsSettings {
     let host = (!flags.resolv_conf.is_empty()).then(|| {
         match std::fs::read_to_string(&flags.resolv_conf) {
             Ok(text) => deckhand::pod::dns::parse_resolv_conf(&text),
@@ -574,6 +677,6 @@ fn dns_settings(flags: &Flags, node_ip: std::net::IpAddr) -> deckhand::pod::dns:
         cluster_dns: flags.cluster_dns.clone(),
         cluster_domain: flags.cluster_domain.clone(),
         host,
-        node_ips: vec![node_ip],
+        node_ips: node_ips.to_vec(),
     }
 }

@@ -1,23 +1,28 @@
 //! The container manager's cgroup side (the Go kubelet's `pkg/kubelet/cm`): the `kubepods`
 //! hierarchy split by QoS class, one cgroup per pod under it, and the pod-level limits the Go
-//! kubelet sets (doc page "Node Allocatable", "Pod Quality of Service Classes").
+//! kubelet sets (doc page "Node Allocatable", "Pod Quality of Service Classes"), under either
+//! cgroup driver.
 //!
-//! Layout (cgroupfs driver, cgroup v1 or v2):
+//! Layout (driver-neutral [`CgroupName`]s, and their literal paths under each driver):
 //! ```text
-//! /kubepods                      cpu.shares = allocatable cpu, memory limit = capacity − reserved
-//! /kubepods/pod<uid>             Guaranteed pods
-//! /kubepods/burstable/pod<uid>   Burstable pods
-//! /kubepods/besteffort           cpu.shares = 2
-//! /kubepods/besteffort/pod<uid>  BestEffort pods (cpu.shares = 2)
+//! name                       cgroupfs                      systemd
+//! kubepods                   /kubepods                     /kubepods.slice
+//! kubepods/pod<uid>          /kubepods/pod<uid>            /kubepods.slice/kubepods-pod<uid_>.slice
+//! kubepods/burstable         /kubepods/burstable           /kubepods.slice/kubepods-burstable.slice
+//! kubepods/burstable/pod<u>  /kubepods/burstable/pod<u>    .../kubepods-burstable.slice/kubepods-burstable-pod<u_>.slice
+//! kubepods/besteffort        /kubepods/besteffort          /kubepods.slice/kubepods-besteffort.slice
 //! ```
-//! The pod cgroup is made before RunPodSandbox (whose `cgroup_parent` names it), with
-//! [`pod_resource_config`]'s limits; containerd/runc make the container cgroups below it.
-//! It is removed when the pod is cleaned up.
+//! (`<uid_>`: the pod UID with `-` replaced by `_`.) `/kubepods` gets cpu.shares = allocatable
+//! cpu and memory limit = capacity − reserved, `besteffort` cpu.shares = 2. The pod cgroup is
+//! made before RunPodSandbox (whose `cgroup_parent` names its literal path, as the Go kubelet's
+//! `GetPodCgroupParent` does), with [`pod_resource_config`]'s limits; containerd/runc make the
+//! container cgroups below it. It is removed when the pod is cleaned up.
 //!
-//! The decisions are pure ([`pod_resource_config`], [`oom_score_adj`], [`milli_cpu_to_shares`]);
-//! [`CgroupManager`] does the I/O with cgroups-rs.
+//! The decisions are pure ([`CgroupName`] conversions, [`pod_resource_config`],
+//! [`oom_score_adj`], [`milli_cpu_to_shares`], [`runtime_cgroup_driver`]); [`CgroupManager`]
+//! does the I/O with cgroups-rs.
 
-use crate::pod::spec::{cgroup_parent, qos_class};
+use crate::pod::spec::qos_class;
 use crate::quantity::parse_milli;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
@@ -35,6 +40,19 @@ pub const KUBEPODS: &str = "kubepods";
 /// Errors creating or removing cgroups.
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
+    /// A cgroup name component holds `/` or `_` (k/k `NewCgroupName` refuses them: `_` would
+    /// not survive the systemd `-` → `_` escaping).
+    #[error("invalid cgroup name component {component:?}")]
+    InvalidName {
+        /// The offending component.
+        component: String,
+    },
+    /// A systemd slice name that systemd would refuse (libcontainer `ExpandSlice`).
+    #[error("invalid slice name: {slice}")]
+    InvalidSlice {
+        /// The slice name as given.
+        slice: String,
+    },
     /// cgroups-rs refused (no such controller, permission, busy).
     #[error("cgroup {path}: {message}")]
     Cgroup {
@@ -43,6 +61,233 @@ pub enum CgroupError {
         /// What failed.
         message: String,
     },
+}
+
+/// The cgroup driver: how cgroup names map to paths, and who (the kubelet through cgroupfs, or
+/// systemd) owns them (KubeletConfiguration `cgroupDriver`; the default is `cgroupfs`, `kubeadm`
+/// writes `systemd`). The container runtime must use the same one (containerd: runc's
+/// `SystemdCgroup` option), see [`runtime_cgroup_driver`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CgroupDriver {
+    /// Plain cgroupfs paths (`/kubepods/burstable/pod<uid>`).
+    #[default]
+    Cgroupfs,
+    /// systemd slices (`/kubepods.slice/kubepods-burstable.slice/...`).
+    Systemd,
+}
+
+impl CgroupDriver {
+    /// Parses the configuration value (`cgroupfs` or `systemd`).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "cgroupfs" => Some(CgroupDriver::Cgroupfs),
+            "systemd" => Some(CgroupDriver::Systemd),
+            _ => None,
+        }
+    }
+
+    /// The configuration value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CgroupDriver::Cgroupfs => "cgroupfs",
+            CgroupDriver::Systemd => "systemd",
+        }
+    }
+}
+
+impl std::fmt::Display for CgroupDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// systemd's slice unit suffix (k/k `systemdSuffix`).
+const SLICE_SUFFIX: &str = ".slice";
+
+/// A driver-neutral cgroup name: its components from the root, e.g. `["kubepods", "burstable",
+/// "pod<uid>"]` (k/k `cm.CgroupName`). The empty name is the root.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CgroupName(Vec<String>);
+
+impl CgroupName {
+    /// The name with `components` below the root; a component may hold neither `/` nor `_`
+    /// (k/k `NewCgroupName`, which panics where this returns an error).
+    pub fn new<I, S>(components: I) -> Result<Self, CgroupError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut v = vec![];
+        for c in components {
+            let c = c.into();
+            if c.is_empty() || c.contains('/') || c.contains('_') {
+                return Err(CgroupError::InvalidName { component: c });
+            }
+            v.push(c);
+        }
+        Ok(CgroupName(v))
+    }
+
+    /// This name with one more component.
+    pub fn child(&self, component: &str) -> Result<Self, CgroupError> {
+        CgroupName::new(self.0.iter().map(String::as_str).chain([component]))
+    }
+
+    /// The components.
+    pub fn components(&self) -> &[String] {
+        &self.0
+    }
+
+    /// The cgroupfs path: `/` + components joined by `/` (k/k `ToCgroupfs`).
+    pub fn to_cgroupfs(&self) -> String {
+        format!("/{}", self.0.join("/"))
+    }
+
+    /// The systemd form, expanded to the cgroupfs path systemd gives the slice (k/k `ToSystemd`):
+    /// each component's `-` becomes `_`, the components are joined by `-` into one slice name,
+    /// and [`expand_slice`] turns it into the path of nested slices:
+    /// `["kubepods", "burstable", "pod12-34"]` →
+    /// `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_34.slice`.
+    pub fn to_systemd(&self) -> String {
+        if self.0.is_empty() {
+            return "/".into();
+        }
+        let slice = self
+            .0
+            .iter()
+            .map(|p| p.replace('-', "_"))
+            .collect::<Vec<_>>()
+            .join("-")
+            + SLICE_SUFFIX;
+        // components are non-empty and hold no '/', so the slice is always valid
+        expand_slice(&slice).unwrap_or_else(|_| "/".into())
+    }
+
+    /// The literal cgroupfs path under `driver` (k/k `cgroupCommon.Name`: a cgroupfs path even
+    /// for the systemd driver).
+    pub fn literal(&self, driver: CgroupDriver) -> String {
+        match driver {
+            CgroupDriver::Cgroupfs => self.to_cgroupfs(),
+            CgroupDriver::Systemd => self.to_systemd(),
+        }
+    }
+
+    /// The name of a cgroupfs path (k/k `ParseCgroupfsToCgroupName`).
+    pub fn parse_cgroupfs(path: &str) -> Self {
+        CgroupName(
+            path.trim_start_matches('/')
+                .split('/')
+                .filter(|c| !c.is_empty())
+                .map(String::from)
+                .collect(),
+        )
+    }
+
+    /// The name of a systemd slice or its expanded path (k/k `ParseSystemdToCgroupName`): the
+    /// last path element without `.slice`, split at `-`, each `_` back to `-`.
+    pub fn parse_systemd(name: &str) -> Self {
+        let base = name.rsplit('/').next().unwrap_or(name);
+        let base = base.strip_suffix(SLICE_SUFFIX).unwrap_or(base);
+        if base.is_empty() || base == "-" {
+            return CgroupName::default();
+        }
+        CgroupName(base.split('-').map(|p| p.replace('_', "-")).collect())
+    }
+
+    /// The name of a literal path under `driver` (k/k `cgroupCommon.CgroupName`).
+    pub fn parse(driver: CgroupDriver, path: &str) -> Self {
+        match driver {
+            CgroupDriver::Cgroupfs => CgroupName::parse_cgroupfs(path),
+            CgroupDriver::Systemd => CgroupName::parse_systemd(path),
+        }
+    }
+}
+
+/// Expands a slice name into the cgroupfs path of its nested slices, as systemd lays them out
+/// (libcontainer `systemd.ExpandSlice`): `a-b-c.slice` → `/a.slice/a-b.slice/a-b-c.slice`,
+/// `-.slice` → `/`. A name without the suffix, with `/`, or with an empty component (`a--b`,
+/// `-a`) is refused.
+pub fn expand_slice(slice: &str) -> Result<String, CgroupError> {
+    let bad = || CgroupError::InvalidSlice {
+        slice: slice.to_string(),
+    };
+    let name = slice
+        .strip_suffix(SLICE_SUFFIX)
+        .filter(|n| !n.is_empty() && !slice.contains('/'))
+        .ok_or_else(bad)?;
+    if name == "-" {
+        return Ok("/".into());
+    }
+    let mut path = String::new();
+    let mut prefix = String::new();
+    for c in name.split('-') {
+        if c.is_empty() {
+            return Err(bad());
+        }
+        path.push('/');
+        path.push_str(&prefix);
+        path.push_str(c);
+        path.push_str(SLICE_SUFFIX);
+        prefix.push_str(c);
+        prefix.push('-');
+    }
+    Ok(path)
+}
+
+/// The name of the QoS class cgroup holding `qos` pods (k/k `qosContainersInfo`): `kubepods`
+/// itself for Guaranteed, `kubepods/burstable`, `kubepods/besteffort`.
+pub fn qos_cgroup_name(qos: &str) -> CgroupName {
+    let mut v = vec![KUBEPODS.to_string()];
+    match qos {
+        "Guaranteed" => {}
+        "Burstable" => v.push("burstable".into()),
+        _ => v.push("besteffort".into()),
+    }
+    CgroupName(v)
+}
+
+/// The name of a pod's cgroup (k/k `GetPodContainerName`): `pod<uid>` under its QoS class
+/// cgroup. A UID with `/` or `_` is refused.
+pub fn pod_cgroup_name(pod: &Pod) -> Result<CgroupName, CgroupError> {
+    qos_cgroup_name(qos_class(pod)).child(&format!("pod{}", crate::pod::uid(pod)))
+}
+
+/// The pod's cgroup parent as RunPodSandbox gets it: the literal path of
+/// [`pod_cgroup_name`] under `driver` (k/k `GetPodCgroupParent`), e.g.
+/// `/kubepods/burstable/pod1234-5678` or
+/// `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_5678.slice`
+/// (containerd, with `SystemdCgroup = true`, takes the last element as the slice).
+pub fn pod_cgroup_parent(pod: &Pod, driver: CgroupDriver) -> Result<String, CgroupError> {
+    Ok(pod_cgroup_name(pod)?.literal(driver))
+}
+
+/// The cgroup driver containerd's CRI plugin uses, read from the `config` entry of a verbose
+/// CRI `Status` (containerd 1.6 implements no `RuntimeConfig` call, which the Go kubelet asks
+/// first, k/k `cmd/kubelet/app/server.go` getCgroupDriverFromCRI): the default runtime's runc
+/// option `SystemdCgroup` (false when unset), or the legacy top-level `systemdCgroup`. `None`
+/// when the JSON is not containerd's or the default runtime is not runc.
+pub fn runtime_cgroup_driver(config_json: &str) -> Option<CgroupDriver> {
+    let v: serde_json::Value = serde_json::from_str(config_json).ok()?;
+    if v.get("systemdCgroup").and_then(|b| b.as_bool()) == Some(true) {
+        return Some(CgroupDriver::Systemd);
+    }
+    let ctrd = v.get("containerd")?;
+    let name = ctrd.get("defaultRuntimeName")?.as_str()?;
+    let rt = ctrd.get("runtimes")?.get(name)?;
+    let ty = rt.get("runtimeType").and_then(|t| t.as_str()).unwrap_or("");
+    if ty != "io.containerd.runc.v2" && ty != "io.containerd.runc.v1" {
+        return None;
+    }
+    let systemd = rt
+        .get("options")
+        .and_then(|o| o.get("SystemdCgroup"))
+        .and_then(|b| b.as_bool())
+        .unwrap_or(false);
+    Some(if systemd {
+        CgroupDriver::Systemd
+    } else {
+        CgroupDriver::Cgroupfs
+    })
 }
 
 /// Converts millicores to cpu.shares (k/k `cm.MilliCPUToShares`): 0 → 2, else
@@ -187,29 +432,55 @@ pub fn oom_score_adj(pod: &Pod, c: &Container, memory_capacity_bytes: i64) -> i6
     }
 }
 
-/// The cgroup path (below the hierarchy root, no leading `/`) of a pod.
-pub fn pod_cgroup_path(pod: &Pod) -> String {
-    cgroup_parent(pod).trim_start_matches('/').to_string()
-}
-
-/// Creates and removes the kubepods hierarchy and pod cgroups through cgroups-rs (cgroupfs
-/// driver; v1 or v2 detected by cgroups-rs).
+/// Creates, updates and removes the kubepods hierarchy and pod cgroups through cgroups-rs
+/// (cgroup v1 or v2, detected by cgroups-rs), under either driver.
+///
+/// With the systemd driver the cgroups are the directories systemd would give the slices, laid
+/// out as libcontainer's systemd managers address them (`<mount>/<expanded parent
+/// slice>/<unit>`, e.g. `/sys/fs/cgroup/memory/kubepods.slice/kubepods-burstable.slice/
+/// kubepods-burstable-pod<uid_>.slice`), and deckhand writes them through cgroupfs itself
+/// instead of asking systemd over D-Bus for transient slice units with the limits as properties
+/// (what the Go kubelet does through libcontainer). So it works on hosts where PID 1 is not
+/// systemd (this project's CI); where it is, systemd learns the slices when runc (with
+/// `SystemdCgroup = true`) starts the containers' scopes in them, adopts the existing
+/// directories, and leaves the limits written here in place unless a slice unit of the same
+/// name sets its own.
 pub struct CgroupManager {
     hierarchy: fn() -> Box<dyn cgroups_rs::Hierarchy>,
+    driver: CgroupDriver,
 }
 
 impl Default for CgroupManager {
     fn default() -> Self {
-        CgroupManager {
-            hierarchy: cgroups_rs::hierarchies::auto,
-        }
+        CgroupManager::new(CgroupDriver::Cgroupfs)
     }
 }
 
 impl CgroupManager {
-    fn build(&self, path: &str, rc: &ResourceConfig) -> Result<(), CgroupError> {
+    /// A manager for `driver` on the host's cgroup hierarchy.
+    pub fn new(driver: CgroupDriver) -> Self {
+        CgroupManager {
+            hierarchy: cgroups_rs::hierarchies::auto,
+            driver,
+        }
+    }
+
+    /// The driver the cgroup names are laid out for.
+    pub fn driver(&self) -> CgroupDriver {
+        self.driver
+    }
+
+    /// The path of `name` below the hierarchy root (no leading `/`), as cgroups-rs takes it.
+    fn rel(&self, name: &CgroupName) -> String {
+        name.literal(self.driver)
+            .trim_start_matches('/')
+            .to_string()
+    }
+
+    fn build(&self, name: &CgroupName, rc: &ResourceConfig) -> Result<(), CgroupError> {
         use cgroups_rs::cgroup_builder::CgroupBuilder;
-        let mut b = CgroupBuilder::new(path);
+        let path = self.rel(name);
+        let mut b = CgroupBuilder::new(&path);
         let mut cpu = b.cpu();
         if let Some(s) = rc.cpu_shares {
             cpu = cpu.shares(s);
@@ -227,13 +498,13 @@ impl CgroupManager {
         b.build((self.hierarchy)())
             .map(|_| ())
             .map_err(|e| CgroupError::Cgroup {
-                path: path.to_string(),
+                path,
                 message: e.to_string(),
             })
     }
 
-    /// Creates `/kubepods` (cpu.shares of the allocatable cpu in millicores, memory limit
-    /// `allocatable_memory` bytes when given), `/kubepods/burstable` and `/kubepods/besteffort`
+    /// Creates `kubepods` (cpu.shares of the allocatable cpu in millicores, memory limit
+    /// `allocatable_memory` bytes when given), `kubepods/burstable` and `kubepods/besteffort`
     /// (cpu.shares 2), as the Go kubelet's node allocatable and QoS container managers do at
     /// start-up.
     pub fn ensure_qos_cgroups(
@@ -242,16 +513,16 @@ impl CgroupManager {
         allocatable_memory: Option<i64>,
     ) -> Result<(), CgroupError> {
         self.build(
-            KUBEPODS,
+            &qos_cgroup_name("Guaranteed"),
             &ResourceConfig {
                 cpu_shares: Some(milli_cpu_to_shares(allocatable_milli_cpu)),
                 memory_limit: allocatable_memory,
                 ..Default::default()
             },
         )?;
-        self.build(&format!("{KUBEPODS}/burstable"), &ResourceConfig::default())?;
+        self.build(&qos_cgroup_name("Burstable"), &ResourceConfig::default())?;
         self.build(
-            &format!("{KUBEPODS}/besteffort"),
+            &qos_cgroup_name("BestEffort"),
             &ResourceConfig {
                 cpu_shares: Some(MIN_SHARES),
                 ..Default::default()
@@ -261,18 +532,17 @@ impl CgroupManager {
 
     /// Creates (or updates) the pod's cgroup with [`pod_resource_config`].
     pub fn ensure_pod_cgroup(&self, pod: &Pod) -> Result<(), CgroupError> {
-        self.build(&pod_cgroup_path(pod), &pod_resource_config(pod))
+        self.build(&pod_cgroup_name(pod)?, &pod_resource_config(pod))
     }
 
     /// Removes the cgroup of pod `uid` under any QoS class, once it has no processes left.
     /// A cgroup that does not exist is not an error.
     pub fn remove_pod_cgroup(&self, uid: &str) -> Result<(), CgroupError> {
-        for parent in [
-            KUBEPODS.to_string(),
-            format!("{KUBEPODS}/burstable"),
-            format!("{KUBEPODS}/besteffort"),
-        ] {
-            let path = format!("{parent}/pod{uid}");
+        for qos in ["Guaranteed", "Burstable", "BestEffort"] {
+            let Ok(name) = qos_cgroup_name(qos).child(&format!("pod{uid}")) else {
+                continue;
+            };
+            let path = self.rel(&name);
             let h = (self.hierarchy)();
             if !h.root().join("cpu").join(&path).exists()
                 && !h.root().join(&path).exists()
@@ -364,7 +634,10 @@ mod tests {
                 memory_limit: Some(96 * 1024 * 1024),
             }
         );
-        assert_eq!(pod_cgroup_path(&g), "kubepods/podu1");
+        assert_eq!(
+            pod_cgroup_parent(&g, CgroupDriver::Cgroupfs).unwrap(),
+            "/kubepods/podu1"
+        );
         // one container without a memory limit: no pod memory limit
         let b = pod(vec![
             ctr(
@@ -378,7 +651,10 @@ mod tests {
         assert_eq!(rc.cpu_shares, Some(102));
         assert_eq!(rc.cpu_quota, Some(30_000));
         assert_eq!(rc.memory_limit, None);
-        assert_eq!(pod_cgroup_path(&b), "kubepods/burstable/podu1");
+        assert_eq!(
+            pod_cgroup_parent(&b, CgroupDriver::Cgroupfs).unwrap(),
+            "/kubepods/burstable/podu1"
+        );
         let be = pod(vec![ctr("a", &[], &[])]);
         assert_eq!(
             pod_resource_config(&be),
@@ -387,7 +663,10 @@ mod tests {
                 ..Default::default()
             }
         );
-        assert_eq!(pod_cgroup_path(&be), "kubepods/besteffort/podu1");
+        assert_eq!(
+            pod_cgroup_parent(&be, CgroupDriver::Cgroupfs).unwrap(),
+            "/kubepods/besteffort/podu1"
+        );
     }
 
     #[test]
@@ -421,6 +700,151 @@ mod tests {
         assert_eq!(
             oom_score_adj(&huge, &huge.spec.as_ref().unwrap().containers[0], cap),
             3
+        );
+    }
+
+    #[test]
+    fn systemd_names_expand_to_nested_slices_with_dashes_escaped() {
+        let n = CgroupName::new(["kubepods", "burstable", "pod1234-abcd-5678-efgh"]).unwrap();
+        assert_eq!(
+            n.to_systemd(),
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_abcd_5678_efgh.slice"
+        );
+        assert_eq!(
+            n.to_cgroupfs(),
+            "/kubepods/burstable/pod1234-abcd-5678-efgh"
+        );
+        assert_eq!(CgroupName::default().to_systemd(), "/");
+        assert_eq!(CgroupName::default().to_cgroupfs(), "/");
+        assert_eq!(
+            CgroupName::new(["kubepods"]).unwrap().to_systemd(),
+            "/kubepods.slice"
+        );
+        assert_eq!(
+            CgroupName::new(["kubepods", "pod9-9"])
+                .unwrap()
+                .literal(CgroupDriver::Systemd),
+            "/kubepods.slice/kubepods-pod9_9.slice"
+        );
+    }
+
+    #[test]
+    fn cgroup_names_round_trip_through_both_drivers() {
+        for parts in [
+            vec!["kubepods"],
+            vec!["kubepods", "besteffort"],
+            vec!["kubepods", "burstable", "pod1234-abcd-5678-efgh"],
+            vec!["kubepods", "podf00d"],
+        ] {
+            let n = CgroupName::new(parts.clone()).unwrap();
+            for d in [CgroupDriver::Cgroupfs, CgroupDriver::Systemd] {
+                assert_eq!(CgroupName::parse(d, &n.literal(d)), n, "{parts:?} via {d}");
+            }
+        }
+        // the bare slice name parses too (what containerd keeps of the parent)
+        assert_eq!(
+            CgroupName::parse_systemd("kubepods-burstable-pod1234_5678.slice"),
+            CgroupName::new(["kubepods", "burstable", "pod1234-5678"]).unwrap()
+        );
+        assert_eq!(CgroupName::parse_systemd("/"), CgroupName::default());
+        assert_eq!(CgroupName::parse_cgroupfs("/"), CgroupName::default());
+    }
+
+    #[test]
+    fn cgroup_name_components_refuse_slash_and_underscore() {
+        assert!(matches!(
+            CgroupName::new(["kubepods", "a_b"]),
+            Err(CgroupError::InvalidName { .. })
+        ));
+        assert!(CgroupName::new(["a/b"]).is_err());
+        assert!(CgroupName::new([""]).is_err());
+        let mut p = pod(vec![ctr("a", &[], &[])]);
+        p.metadata.uid = Some("../../etc".into());
+        assert!(pod_cgroup_parent(&p, CgroupDriver::Cgroupfs).is_err());
+    }
+
+    #[test]
+    fn expand_slice_follows_libcontainer() {
+        assert_eq!(expand_slice("-.slice").unwrap(), "/");
+        assert_eq!(expand_slice("a.slice").unwrap(), "/a.slice");
+        assert_eq!(
+            expand_slice("a-b-c.slice").unwrap(),
+            "/a.slice/a-b.slice/a-b-c.slice"
+        );
+        for bad in [
+            ".slice",
+            "a",
+            "a--b.slice",
+            "-a.slice",
+            "a-.slice",
+            "a/b.slice",
+        ] {
+            assert!(expand_slice(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn pod_cgroup_parent_per_driver_and_qos_class() {
+        let mut g = pod(vec![ctr(
+            "a",
+            &[("cpu", "1"), ("memory", "1Gi")],
+            &[("cpu", "1"), ("memory", "1Gi")],
+        )]);
+        g.metadata.uid = Some("1234-5678".into());
+        let mut b = pod(vec![ctr("a", &[("cpu", "10m")], &[])]);
+        b.metadata.uid = Some("1234-5678".into());
+        let mut be = pod(vec![ctr("a", &[], &[])]);
+        be.metadata.uid = Some("1234-5678".into());
+        let sd = CgroupDriver::Systemd;
+        assert_eq!(
+            pod_cgroup_parent(&g, sd).unwrap(),
+            "/kubepods.slice/kubepods-pod1234_5678.slice"
+        );
+        assert_eq!(
+            pod_cgroup_parent(&b, sd).unwrap(),
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_5678.slice"
+        );
+        assert_eq!(
+            pod_cgroup_parent(&be, sd).unwrap(),
+            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1234_5678.slice"
+        );
+        assert_eq!(
+            pod_cgroup_parent(&be, CgroupDriver::Cgroupfs).unwrap(),
+            "/kubepods/besteffort/pod1234-5678"
+        );
+    }
+
+    #[test]
+    fn runtime_cgroup_driver_reads_containerds_runc_option() {
+        let cfg = |opts: &str, ty: &str| {
+            format!(
+                r#"{{"containerd":{{"defaultRuntimeName":"runc","runtimes":{{"runc":{{"runtimeType":"{ty}","options":{opts}}}}}}},"systemdCgroup":false}}"#
+            )
+        };
+        assert_eq!(
+            runtime_cgroup_driver(&cfg(
+                r#"{"BinaryName":"/usr/sbin/runc","SystemdCgroup":false}"#,
+                "io.containerd.runc.v2"
+            )),
+            Some(CgroupDriver::Cgroupfs)
+        );
+        assert_eq!(
+            runtime_cgroup_driver(&cfg(r#"{"SystemdCgroup":true}"#, "io.containerd.runc.v2")),
+            Some(CgroupDriver::Systemd)
+        );
+        // runc's default when the option is not written
+        assert_eq!(
+            runtime_cgroup_driver(&cfg("null", "io.containerd.runc.v2")),
+            Some(CgroupDriver::Cgroupfs)
+        );
+        assert_eq!(
+            runtime_cgroup_driver(&cfg("null", "io.containerd.kata.v2")),
+            None
+        );
+        assert_eq!(runtime_cgroup_driver("not json"), None);
+        assert_eq!(
+            runtime_cgroup_driver(r#"{"systemdCgroup":true}"#),
+            Some(CgroupDriver::Systemd)
         );
     }
 }

@@ -69,10 +69,12 @@ pub struct Flags {
     #[arg(long = "hostname-override")]
     pub hostname_override: Option<String>,
 
-    /// IP address of the node (reported as InternalIP). Required on this project's machines,
-    /// where the real interface's address must never be used.
+    /// IP address(es) of the node (reported as InternalIP): one address, a dual-stack pair
+    /// `a,b`, or `0.0.0.0`/`::` to choose one of that family. Unset, the address is chosen as
+    /// the Go kubelet does ([`crate::node::address`]: the node name in DNS, else the default
+    /// route's interface). This project's harness always passes it.
     #[arg(long = "node-ip")]
-    pub node_ip: Option<IpAddr>,
+    pub node_ip: Option<String>,
 
     /// CRI endpoint (`unix:///run/containerd/containerd.sock`).
     #[arg(

@@ -264,6 +264,54 @@ impl CriClient {
         Ok(r.status.unwrap_or_default())
     }
 
+    /// `Status` with `verbose`: the conditions and the runtime's info map (containerd: `config`,
+    /// the CRI plugin's configuration as JSON; `cniconfig`; `golang`).
+    pub async fn status_info(
+        &self,
+    ) -> Result<(
+        api::RuntimeStatus,
+        std::collections::HashMap<String, String>,
+    )> {
+        let r: api::StatusResponse = call!(
+            self,
+            runtime,
+            status,
+            "Status",
+            "",
+            api::StatusRequest { verbose: true },
+            Duration::from_secs(10)
+        )?;
+        Ok((r.status.unwrap_or_default(), r.info))
+    }
+
+    /// `RuntimeConfig`: the runtime's cgroup driver. `Ok(None)` when the runtime does not
+    /// implement the call (containerd before 2.0 answers UNIMPLEMENTED).
+    pub async fn runtime_cgroup_driver(&self) -> Result<Option<crate::cm::CgroupDriver>> {
+        let r: Result<api::RuntimeConfigResponse> = call!(
+            self,
+            runtime,
+            runtime_config,
+            "RuntimeConfig",
+            "",
+            api::RuntimeConfigRequest {},
+            Duration::from_secs(10)
+        );
+        match r {
+            Ok(r) => Ok(r
+                .linux
+                .and_then(|l| match api::CgroupDriver::try_from(l.cgroup_driver) {
+                    Ok(api::CgroupDriver::Systemd) => Some(crate::cm::CgroupDriver::Systemd),
+                    Ok(api::CgroupDriver::Cgroupfs) => Some(crate::cm::CgroupDriver::Cgroupfs),
+                    Err(_) => None,
+                })),
+            Err(CriError::Rpc {
+                code: tonic::Code::Unimplemented,
+                ..
+            }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `RunPodSandbox`: returns the new sandbox id.
     pub async fn run_pod_sandbox(&self, config: api::PodSandboxConfig) -> Result<String> {
         let id = config

@@ -2,6 +2,7 @@
 //! the periodic status update, and the node Lease in `kube-node-lease` renewed every
 //! quarter of its 40 s duration (k8s.io/component-helpers `apimachinery/lease/controller.go`).
 
+pub mod address;
 pub mod hostinfo;
 pub mod status;
 

@@ -111,16 +111,6 @@ pub fn qos_class(pod: &Pod) -> &'static str {
     }
 }
 
-/// The pod-level cgroup parent under the cgroupfs driver: `/kubepods/pod<uid>` (Guaranteed),
-/// `/kubepods/burstable/pod<uid>`, `/kubepods/besteffort/pod<uid>`.
-pub fn cgroup_parent(pod: &Pod) -> String {
-    match qos_class(pod) {
-        "Guaranteed" => format!("/kubepods/pod{}", super::uid(pod)),
-        "Burstable" => format!("/kubepods/burstable/pod{}", super::uid(pod)),
-        _ => format!("/kubepods/besteffort/pod{}", super::uid(pod)),
-    }
-}
-
 /// The namespace modes for a pod's sandbox and containers (k/k `kuberuntime/util`
 /// NamespacesForPod): network and IPC on the node for hostNetwork/hostIPC, else the pod's; PID on
 /// the node for hostPID, the pod's with shareProcessNamespace, else the container's own.
@@ -148,12 +138,14 @@ pub fn namespace_options(spec: &k8s_openapi::api::core::v1::PodSpec) -> api::Nam
 }
 
 /// Builds the `PodSandboxConfig` for `pod` (attempt `attempt`), logs under `pod_logs_dir`, with
-/// the resolv.conf settings `dns` ([`super::dns::pod_dns`]).
+/// the resolv.conf settings `dns` ([`super::dns::pod_dns`]) and the pod cgroup's literal path
+/// `cgroup_parent` ([`crate::cm::pod_cgroup_parent`]).
 pub fn sandbox_config(
     pod: &Pod,
     attempt: u32,
     pod_logs_dir: &str,
     dns: Option<api::DnsConfig>,
+    cgroup_parent: String,
 ) -> api::PodSandboxConfig {
     let spec = pod.spec.clone().unwrap_or_default();
     let mut lbls: HashMap<String, String> = pod
@@ -212,7 +204,7 @@ pub fn sandbox_config(
         labels: lbls,
         annotations,
         linux: Some(api::LinuxPodSandboxConfig {
-            cgroup_parent: cgroup_parent(pod),
+            cgroup_parent,
             security_context: Some(api::LinuxSandboxSecurityContext {
                 namespace_options: Some(ns),
                 run_as_user: psc.run_as_user.map(|v| api::Int64Value { value: v }),
@@ -799,7 +791,8 @@ mod tests {
             .namespace_options
             .unwrap();
         assert_eq!(ns.pid, api::NamespaceMode::Container as i32);
-        let sb = sandbox_config(&p, 0, "/var/log/pods", None);
+        let parent = crate::cm::pod_cgroup_parent(&p, crate::cm::CgroupDriver::Cgroupfs).unwrap();
+        let sb = sandbox_config(&p, 0, "/var/log/pods", None, parent);
         assert_eq!(sb.log_directory, "/var/log/pods/default_web_uid-1");
         assert_eq!(sb.hostname, "web");
         assert_eq!(

@@ -153,6 +153,8 @@ pub struct SyncContext {
     pub dns: crate::pod::dns::DnsSettings,
     /// Pod-level cgroups (`cgroupsPerQOS`); None leaves them to the runtime.
     pub cgroups: Option<crate::cm::CgroupManager>,
+    /// The cgroup driver the sandboxes' cgroup parents are named for (`cgroupDriver`).
+    pub cgroup_driver: crate::cm::CgroupDriver,
     /// The node's memory capacity in bytes (oom_score_adj of Burstable containers).
     pub memory_capacity_bytes: i64,
     /// Node pressure from the eviction manager, for admitting new pods (None: no eviction
@@ -735,7 +737,21 @@ impl PodWorker {
             for (why, msg) in dns_warnings {
                 ctx.recorder.pod(pod, None, true, why, msg);
             }
-            let cfg = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir, Some(dns));
+            let parent = match crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver) {
+                Ok(p) => p,
+                Err(e) => {
+                    ctx.recorder.pod(
+                        pod,
+                        None,
+                        true,
+                        reason::FAILED_CREATE_POD_CONTAINER,
+                        format!("unable to ensure pod container exists: {e}"),
+                    );
+                    tracing::warn!(error = %e, "naming the pod cgroup failed");
+                    return Err(SyncFailed);
+                }
+            };
+            let cfg = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir, Some(dns), parent);
             if let Some(cm) = &ctx.cgroups {
                 if let Err(e) = cm.ensure_pod_cgroup(pod) {
                     ctx.recorder.pod(
@@ -785,6 +801,7 @@ impl PodWorker {
                 s.attempt,
                 &ctx.pod_logs_dir,
                 Some(super::dns::pod_dns(pod, &ctx.dns).0),
+                crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver).unwrap_or_default(),
             );
         }
         let etc_hosts = self.write_etc_hosts(pod, &pod_ip).await;

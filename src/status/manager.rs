@@ -30,7 +30,8 @@ pub enum StatusError {
 
 /// Writes pod statuses; one per kubelet, shared by all pod workers (keyed by pod UID).
 pub struct StatusManager {
-    client: kube::Client,
+    /// None in standalone mode: statuses are only kept here.
+    client: Option<kube::Client>,
     /// Keyed by the UID written to (a static pod's mirror pod UID).
     last_written: Mutex<HashMap<String, PodStatus>>,
     mirrors: crate::source::mux::MirrorUids,
@@ -72,7 +73,18 @@ impl StatusManager {
     /// A status manager writing through `client`.
     pub fn new(client: kube::Client) -> Self {
         Self {
-            client,
+            client: Some(client),
+            last_written: Mutex::new(HashMap::new()),
+            mirrors: Default::default(),
+        }
+    }
+
+    /// A status manager with no API server (standalone mode, as the Go status manager with a
+    /// nil client: "Kubernetes client is nil, not starting status manager"): statuses are kept
+    /// locally, keyed by the pod's own UID, and never sent.
+    pub fn standalone() -> Self {
+        Self {
+            client: None,
             last_written: Mutex::new(HashMap::new()),
             mirrors: Default::default(),
         }
@@ -91,6 +103,13 @@ impl StatusManager {
     ///
     /// Errors: [`StatusError::Patch`]; the caller retries on its next sync.
     pub async fn set_pod_status(&self, pod: &Pod, status: &PodStatus) -> Result<bool, StatusError> {
+        let Some(client) = &self.client else {
+            self.last_written
+                .lock()
+                .unwrap()
+                .insert(crate::pod::uid(pod).to_string(), status.clone());
+            return Ok(false);
+        };
         let (uid, api_status) = if crate::source::file::is_static(pod) {
             match self.mirrors.lock().unwrap().get(crate::pod::uid(pod)) {
                 Some((mirror_uid, mirror_status)) => (mirror_uid.clone(), mirror_status.clone()),
@@ -122,7 +141,7 @@ impl StatusManager {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
         let patch = serde_json::json!({ "metadata": { "uid": uid }, "status": diff });
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|source| {

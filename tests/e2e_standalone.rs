@@ -1,0 +1,328 @@
+//! End-to-end test of standalone mode (issue 7): deckhand with no `--kubeconfig` and no
+//! `--bootstrap-kubeconfig` runs the static pods of `--pod-manifest-path` with no API server.
+//!
+//! A second deckhand cannot run beside the cluster's (they would share containerd, and each
+//! cleans up the other's pods as orphans), so the test stops the cluster's deckhand under the
+//! harness lock, runs this build's deckhand standalone against the cluster's containerd with a
+//! temporary manifest directory and root directory, and restarts the cluster's deckhand exactly
+//! as it was (the harness's `cmd_restart_deckhand`) however the test ends.
+//!
+//! Side effect, as with the Go kubelet: the standalone deckhand knows none of the cluster's
+//! pods, so it removes their sandboxes as orphans; the restarted cluster deckhand creates them
+//! again (the test waits for kube-proxy to run again before it returns).
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Stops the standalone deckhand, then restarts the cluster's deckhand, whatever the test's
+/// outcome.
+struct Restore {
+    standalone: Option<Child>,
+    restart: Option<HarnessRestart>,
+    dir: PathBuf,
+    /// Remove the kubepods.slice cgroups the systemd-driver run made.
+    slices: bool,
+}
+
+/// Every `kubepods.slice` directory (and those below it) in the cgroup hierarchies, deepest
+/// first.
+fn slice_dirs() -> Vec<PathBuf> {
+    fn walk(d: &std::path::Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&e.path(), out);
+            }
+        }
+        out.push(d.to_path_buf());
+    }
+    let mut out = vec![];
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    for top in [root.to_path_buf()].into_iter().chain(
+        std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path()),
+    ) {
+        let s = top.join("kubepods.slice");
+        if s.is_dir() {
+            walk(&s, &mut out);
+        }
+    }
+    out
+}
+
+impl Restore {
+    /// SIGTERM, then up to 20 s for a clean exit (SIGKILL after); the exit status.
+    fn stop_standalone(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.standalone.take()?;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(st)) = child.try_wait() {
+                return Some(st);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return child.wait().ok();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        self.stop_standalone();
+        if self.slices {
+            for d in slice_dirs() {
+                let _ = std::fs::remove_dir(&d);
+            }
+        }
+        if let Some(r) = self.restart.take() {
+            println!("restarting the cluster's deckhand");
+            let out = r.run();
+            println!("{}", out.text);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn log_tail(path: &std::path::Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Polls `check` every 500 ms until it returns Some; panics with `what` and the standalone
+/// deckhand's log after [`TIMEOUT`].
+fn poll_sync<T>(what: &str, log: &std::path::Path, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "{what} within {TIMEOUT:?}\nstandalone deckhand log:\n{}",
+                log_tail(log, 40)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn standalone_runs_static_pods_without_an_api_server() {
+    let env = env();
+    let client = client().await;
+    let harness_lock = lock_harness(Duration::from_secs(600)).await;
+    let old_pid = deckhand_pid();
+    let dir = std::env::temp_dir().join(format!("deckhand-e2e-standalone-{}", std::process::id()));
+    let manifests = dir.join("manifests");
+    let root = dir.join("root");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+    let log_path = dir.join("deckhand.log");
+    let mut guard = Restore {
+        standalone: None,
+        restart: Some(HarnessRestart::capture(old_pid)),
+        dir: dir.clone(),
+        slices: false,
+    };
+
+    println!("stopping the cluster's deckhand (pid {old_pid})");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(old_pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("stopping deckhand");
+    poll_with(
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || "the cluster's deckhand did not exit after SIGTERM".to_string(),
+        || (!process_alive(old_pid)).then_some(()),
+    )
+    .await;
+
+    // The node's address on the harness's dummy interface, never the machine's real one.
+    let log = std::fs::File::create(&log_path).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
+        .args([
+            "--container-runtime-endpoint",
+            env.get("CRI_ENDPOINT"),
+            "--pod-manifest-path",
+            manifests.to_str().unwrap(),
+            "--root-dir",
+            root.to_str().unwrap(),
+            "--node-ip",
+            env.node_ip(),
+            "--hostname-override",
+            env.node_name(),
+            "--healthz-port",
+            "0",
+            "--file-check-frequency",
+            "2s",
+        ])
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("starting the standalone deckhand");
+    guard.standalone = Some(child);
+
+    let name = "standalone-e2e";
+    let pod_name = format!("{name}-{}", env.node_name());
+    std::fs::write(
+        manifests.join(format!("{name}.yaml")),
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'echo standalone; exec sleep 3600']\n"
+        ),
+    )
+    .unwrap();
+
+    let label = format!("io.kubernetes.pod.name={pod_name}");
+    let running = poll_sync("the static pod's container not running", &log_path, || {
+        let ids = crictl_ids(&["ps", "--state", "Running", "--label", &label, "-q"]);
+        (ids.len() == 1).then(|| ids[0].clone())
+    });
+    println!("static pod {pod_name} runs container {running}");
+    // No API server: no mirror pod (nor anything else) was written.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    assert!(
+        pods.get_opt(&pod_name).await.unwrap().is_none(),
+        "a mirror pod {pod_name} exists: standalone mode must not write to the API server"
+    );
+    let mirrors = pods
+        .list(&ListParams::default().fields(&format!("metadata.name={pod_name}")))
+        .await
+        .unwrap();
+    assert!(mirrors.items.is_empty());
+
+    std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
+    poll_sync(
+        "the removed static pod's sandbox not gone",
+        &log_path,
+        || {
+            crictl_ids(&["pods", "--label", &label, "-q"])
+                .is_empty()
+                .then_some(())
+        },
+    );
+    println!("static pod {pod_name} removed with its file");
+
+    let status = guard
+        .stop_standalone()
+        .expect("the standalone deckhand's exit status");
+    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    assert!(
+        status.success(),
+        "standalone deckhand exited with {status}:\n{}",
+        log_tail(&log_path, 40)
+    );
+    assert!(
+        text.contains("running standalone"),
+        "the log does not say standalone mode:\n{}",
+        log_tail(&log_path, 40)
+    );
+
+    // cgroupDriver systemd: the kubepods slices are made through cgroupfs where systemd would
+    // put them, and containerd's runc (SystemdCgroup = false here) is reported as disagreeing.
+    // No pod runs this way (runc's cgroupfs driver cannot take a slice parent).
+    let log2 = dir.join("deckhand-systemd.log");
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = std::fs::File::create(&log2).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
+        .args([
+            "--container-runtime-endpoint",
+            env.get("CRI_ENDPOINT"),
+            "--pod-manifest-path",
+            empty.to_str().unwrap(),
+            "--root-dir",
+            root.to_str().unwrap(),
+            "--node-ip",
+            env.node_ip(),
+            "--hostname-override",
+            env.node_name(),
+            "--healthz-port",
+            "0",
+            "--cgroup-driver",
+            "systemd",
+        ])
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("starting the standalone deckhand with the systemd driver");
+    guard.standalone = Some(child);
+    guard.slices = true;
+    poll_sync("the systemd-driver deckhand not synced", &log2, || {
+        std::fs::read_to_string(&log2)
+            .unwrap_or_default()
+            .contains("pod sources synced")
+            .then_some(())
+    });
+    let text = std::fs::read_to_string(&log2).unwrap_or_default();
+    assert!(
+        text.contains(
+            "cgroupDriver is systemd but containerd's runc runs with SystemdCgroup = false"
+        ),
+        "no warning about containerd's cgroup driver:\n{}",
+        log_tail(&log2, 40)
+    );
+    let slices = slice_dirs();
+    assert!(
+        slices
+            .iter()
+            .any(|d| d.ends_with("kubepods.slice/kubepods-besteffort.slice")),
+        "no kubepods-besteffort.slice under /sys/fs/cgroup: {slices:?}"
+    );
+    assert!(slices
+        .iter()
+        .any(|d| d.ends_with("kubepods.slice/kubepods-burstable.slice")));
+    let status = guard.stop_standalone().expect("exit status");
+    assert!(status.success(), "{}", log_tail(&log2, 40));
+
+    // The cluster's deckhand as it was, then its pods again.
+    drop(guard);
+    drop(harness_lock);
+    wait_node_ready(&client, Duration::from_secs(90)).await;
+    let system: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let list = system
+            .list(&ListParams::default().labels("k8s-app=kube-proxy"))
+            .await
+            .unwrap();
+        if !list.items.is_empty()
+            && list
+                .items
+                .iter()
+                .all(|p| phase(p) == "Running" && condition(p, "Ready") == Some("True"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kube-proxy not Running again after the cluster's deckhand restarted\n{}",
+            kubectl_raw(&["get", "pods", "-A", "-o", "wide"]).stdout
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -256,7 +256,7 @@ async fn main() -> Result<()> {
     // The eviction manager: built before the node agent (pressure conditions) and the pod
     // workers (admission, eviction), started once they run.
     let (evict_tx, evict_rx) = mpsc::channel(8);
-    let eviction = deckhand::eviction::EvictionManager::new(
+    let mut eviction = deckhand::eviction::EvictionManager::new(
         deckhand::eviction::EvictionConfig {
             thresholds: eviction_thresholds.clone(),
             pressure_transition_period: flags.eviction_pressure_transition_period,
@@ -264,6 +264,7 @@ async fn main() -> Result<()> {
             root_dir: flags.root_dir.clone(),
             pod_logs_dir: std::path::PathBuf::from(&flags.pod_logs_dir),
             node_name: node_name.clone(),
+            pod_cgroups: flags.cgroups_per_qos.then_some(cgroup_driver),
         },
         cri.clone(),
         recorder.clone(),

@@ -191,6 +191,9 @@ pub struct EvictionConfig {
     pub pod_logs_dir: PathBuf,
     /// The node name (events).
     pub node_name: String,
+    /// The cgroup driver when pods have their own cgroups (`cgroupsPerQOS`): per-pod process
+    /// counts for PID-pressure ranking are read from the pod cgroup's `pids.current`.
+    pub pod_cgroups: Option<crate::cm::CgroupDriver>,
 }
 
 /// The eviction manager.
@@ -265,7 +268,21 @@ fn observe_pids() -> Option<Observation> {
     })
 }
 
+/// Tasks in the pod's cgroup (`pids.current`, cgroup v1 `pids` hierarchy or v2), if known.
+fn pod_processes(pod: &Pod, driver: crate::cm::CgroupDriver) -> Option<u64> {
+    let path = crate::cm::pod_cgroup_parent(pod, driver).ok()?;
+    ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"]
+        .iter()
+        .find_map(|root| std::fs::read_to_string(format!("{root}{path}/pids.current")).ok())
+        .and_then(|s| s.trim().parse().ok())
+}
+
 impl EvictionManager {
+    /// Replaces the node-level reclaim (set once the garbage collectors exist).
+    pub fn set_reclaim(&mut self, reclaim: Box<dyn NodeReclaim>) {
+        self.reclaim = reclaim;
+    }
+
     /// A manager observing with `cri`, killing through `workers`, reclaiming through `reclaim`.
     pub fn new(
         cfg: EvictionConfig,
@@ -525,6 +542,7 @@ impl EvictionManager {
                     let u = match signal {
                         Signal::MemoryAvailable | Signal::PidAvailable => s.map(|s| PodUsage {
                             memory_bytes: s.memory.as_ref().and_then(|m| m.working_set_bytes),
+                            processes: self.cfg.pod_cgroups.and_then(|d| pod_processes(&p, d)),
                             containers: s
                                 .containers
                                 .iter()

@@ -569,6 +569,41 @@ impl CriClient {
         Ok(r.images)
     }
 
+    /// `RemoveImage` of image `id` (an image ID, `sha256:...`, or a reference). The runtime
+    /// answers OK when the image is already gone.
+    pub async fn remove_image(&self, id: &str) -> Result<()> {
+        call!(
+            self,
+            image,
+            remove_image,
+            "RemoveImage",
+            id,
+            api::RemoveImageRequest {
+                image: Some(api::ImageSpec {
+                    image: id.into(),
+                    ..Default::default()
+                })
+            },
+            self.timeout
+        )
+        .map(|_: api::RemoveImageResponse| ())
+    }
+
+    /// `Status` with `verbose: true`: the runtime's extra information (containerd: `config`, a
+    /// JSON document of its CRI plugin configuration with `sandboxImage`, among others).
+    pub async fn status_info(&self) -> Result<std::collections::HashMap<String, String>> {
+        let r: api::StatusResponse = call!(
+            self,
+            runtime,
+            status,
+            "Status",
+            "",
+            api::StatusRequest { verbose: true },
+            Duration::from_secs(10)
+        )?;
+        Ok(r.info)
+    }
+
     /// `ImageFsInfo`.
     pub async fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse> {
         call!(

@@ -334,9 +334,14 @@ async fn unused_image_is_collected_over_the_high_threshold() {
         "--image-gc-high-threshold=1 --image-gc-low-threshold=0 --minimum-image-ttl-duration=20s --image-gc-period=5s",
     );
     wait_node_ready(&client, Duration::from_secs(60)).await;
+    let gc_pid = deckhand_pid();
     // Pulled after the restart: first detected by this deckhand, so the minimum age counts.
     crictl(&["pull", &image_ref]);
-    assert!(has_tag(&image_ref));
+    let image_id = images()
+        .into_iter()
+        .find(|(_, tags)| tags.contains(&image_ref))
+        .map(|(id, _)| id)
+        .expect("the pulled image is listed");
     let pulled_at = std::time::Instant::now();
     poll_with(
         Duration::from_secs(90),
@@ -351,7 +356,17 @@ async fn unused_image_is_collected_over_the_high_threshold() {
     )
     .await;
     let age = pulled_at.elapsed();
-    println!("{image_ref} collected {age:?} after the pull");
+    println!("{image_ref} ({image_id}) collected {age:?} after the pull");
+    assert_eq!(
+        deckhand_pid(),
+        gc_pid,
+        "deckhand was restarted by someone else during the test: the result says nothing"
+    );
+    let removed = deckhand_log_tail("Removing image to free bytes", 50);
+    assert!(
+        removed.contains(&image_id),
+        "deckhand's log does not say it removed {image_id}:\n{removed}"
+    );
     assert!(
         age >= Duration::from_secs(15),
         "collected after {age:?}, before the 20s minimum age (first detection is up to 5s after the pull)"

@@ -39,8 +39,13 @@ async fn crash_looping_pod_keeps_one_dead_container() {
     let client = client().await;
     let ns = TestNs::new(&client, "gc-crash").await;
     let pods = ns.pods();
-    ns.create_pod(&busybox_pod("crasher", "echo crash; exit 1", "Always", Some(1)))
-        .await;
+    ns.create_pod(&busybox_pod(
+        "crasher",
+        "echo crash; exit 1",
+        "Always",
+        Some(1),
+    ))
+    .await;
     let pod = wait_running_or_crashing(&pods, "crasher").await;
     let uid = uid(&pod);
     // Restarts at about 0, 10, 30, 70 s: wait until four instances were created, then for a
@@ -54,14 +59,23 @@ async fn crash_looping_pod_keeps_one_dead_container() {
     )
     .await;
     let restarts = container_status(&p, "main").unwrap().restart_count;
-    println!("[{}] crasher restarted {restarts} times; {} containers in the runtime", ns.name, count_of(&uid));
+    println!(
+        "[{}] crasher restarted {restarts} times; {} containers in the runtime",
+        ns.name,
+        count_of(&uid)
+    );
     poll_with(
         GC_WAIT,
         Duration::from_secs(2),
         || {
             format!(
                 "the crash-looping pod still has more than 2 containers\n{}\n{}",
-                crictl(&["ps", "-a", "--label", &format!("io.kubernetes.pod.uid={uid}")]),
+                crictl(&[
+                    "ps",
+                    "-a",
+                    "--label",
+                    &format!("io.kubernetes.pod.uid={uid}")
+                ]),
                 deckhand_log_tail("garbage", 10)
             )
         },
@@ -82,12 +96,19 @@ async fn crash_looping_pod_keeps_one_dead_container() {
         .as_ref()
         .and_then(|s| s.terminated.as_ref())
         .is_some();
-    assert!(has_last || terminated_now, "no terminated state left in {cs:?}");
+    assert!(
+        has_last || terminated_now,
+        "no terminated state left in {cs:?}"
+    );
     // And the next restart still counts up from the kept instance.
     let next = restarts + 1;
-    watch_pod_until(&pods, "crasher", Duration::from_secs(200), "one more restart", |p| {
-        container_status(p, "main").is_some_and(|c| c.restart_count >= next)
-    })
+    watch_pod_until(
+        &pods,
+        "crasher",
+        Duration::from_secs(200),
+        "one more restart",
+        |p| container_status(p, "main").is_some_and(|c| c.restart_count >= next),
+    )
     .await;
     ns.delete().await;
 }
@@ -170,7 +191,10 @@ async fn objects_of_unknown_pods_are_collected() {
     .await;
     crictl(&["stopp", &sid]);
     std::fs::create_dir_all(log_dir.join("c")).unwrap();
-    println!("made orphan sandbox {sid}, container {cid}, log dir {}", log_dir.display());
+    println!(
+        "made orphan sandbox {sid}, container {cid}, log dir {}",
+        log_dir.display()
+    );
     poll_with(
         GC_WAIT,
         Duration::from_secs(2),
@@ -220,7 +244,11 @@ fn images() -> Vec<(String, Vec<String>)> {
         .map(|i| {
             let tags = i["repoTags"]
                 .as_array()
-                .map(|a| a.iter().filter_map(|t| t.as_str().map(String::from)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|t| t.as_str().map(String::from))
+                        .collect()
+                })
                 .unwrap_or_default();
             (i["id"].as_str().unwrap_or("").to_string(), tags)
         })
@@ -228,7 +256,9 @@ fn images() -> Vec<(String, Vec<String>)> {
 }
 
 fn has_tag(tag: &str) -> bool {
-    images().iter().any(|(_, tags)| tags.iter().any(|t| t == tag))
+    images()
+        .iter()
+        .any(|(_, tags)| tags.iter().any(|t| t == tag))
 }
 
 /// Restores deckhand's command line and the node's tagged images, however the test ends.
@@ -246,7 +276,15 @@ impl Restore {
         }
         if let Some(r) = self.restart.take() {
             let out = r.run();
-            println!("deckhand restored:\n{}", out.text.lines().rev().take(3).collect::<Vec<_>>().join("\n"));
+            println!(
+                "deckhand restored:\n{}",
+                out.text
+                    .lines()
+                    .rev()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
         }
         let now: BTreeSet<String> = images().into_iter().flat_map(|(_, t)| t).collect();
         for tag in self.tags_before.difference(&now) {
@@ -372,8 +410,14 @@ async fn unused_image_is_collected_over_the_high_threshold() {
         "collected after {age:?}, before the 20s minimum age (first detection is up to 5s after the pull)"
     );
     assert!(has_tag(&sandbox_image), "the sandbox image was collected");
-    assert!(has_tag("docker.io/library/busybox:latest"), "an in-use image was collected");
-    assert!(has_tag(&kube_proxy_image), "kube-proxy's in-use image was collected");
+    assert!(
+        has_tag("docker.io/library/busybox:latest"),
+        "an in-use image was collected"
+    );
+    assert!(
+        has_tag(&kube_proxy_image),
+        "kube-proxy's in-use image was collected"
+    );
     wait_running(&pods, "user").await;
 
     // 4. FreeDiskSpaceFailed on the Node, with the Go kubelet's message.
@@ -401,7 +445,10 @@ async fn poll_events(events: &Api<Event>, since: std::time::SystemTime) -> Event
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let list = events
-            .list(&ListParams::default().fields("reason=FreeDiskSpaceFailed,involvedObject.kind=Node"))
+            .list(
+                &ListParams::default()
+                    .fields("reason=FreeDiskSpaceFailed,involvedObject.kind=Node"),
+            )
             .await
             .unwrap();
         let recent = list.items.into_iter().find(|e| {

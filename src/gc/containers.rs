@@ -81,7 +81,7 @@ fn removal(d: &Dead) -> ContainerRemoval {
 /// Go's `removeOldestN`: sorts newest first, appends the oldest `n` to `out`, keeps the rest.
 fn remove_oldest_n(mut unit: Vec<Dead>, n: usize, out: &mut Vec<ContainerRemoval>) -> Vec<Dead> {
     let keep = unit.len().saturating_sub(n);
-    unit.sort_by(|a, b| b.created.cmp(&a.created));
+    unit.sort_by_key(|d| std::cmp::Reverse(d.created));
     for d in unit[keep..].iter().rev() {
         out.push(removal(d));
     }
@@ -211,7 +211,7 @@ pub fn plan(
             continue;
         }
         let mut list = by_pod.remove(uid).unwrap_or_default();
-        list.sort_by(|a, b| b.created_at_ns.cmp(&a.created_at_ns));
+        list.sort_by_key(|s| std::cmp::Reverse(s.created_at_ns));
         let keep = if removable(uid) { 0 } else { 1 };
         for s in list.iter().skip(keep).rev() {
             if !s.ready && !in_use.contains(s.id.as_str()) {

@@ -641,11 +641,17 @@ EVICTION_HARD_YAML='evictionHard:
   imagefs.available: 0%
   imagefs.inodesFree: 0%'
 EVICTION_TRANSITION=20s
+# image GC: the machine's disk looks 85-90 % used to statfs (a large root reservation), so with
+# the default 85 % the Go kubelet (and deckhand) would delete every unused image every 5 minutes;
+# 100 turns the periodic image GC off here (tests/e2e_gc.rs restarts deckhand with its own
+# thresholds; the eviction manager's reclaim still deletes unused images under pressure)
+IMAGE_GC_YAML='imageGCHighThresholdPercent: 100'
+
 kubelet_config_yaml() {
   "$ROOT/vagrant/provision.sh" default-kubelet-config |
     sed -e 's/^cgroupDriver: systemd$/cgroupDriver: cgroupfs/' \
         -e "s/^evictionPressureTransitionPeriod: .*/evictionPressureTransitionPeriod: $EVICTION_TRANSITION/"
-  printf '%s\n' "$EVICTION_HARD_YAML"
+  printf '%s\n' "$EVICTION_HARD_YAML" "$IMAGE_GC_YAML"
 }
 
 # deckhand's root directory (pod volumes, the nodefs of eviction) is a tmpfs of
@@ -1299,6 +1305,7 @@ clusterDNS: [10.96.0.10]
 clusterDomain: cluster.local
 evictionPressureTransitionPeriod: $EVICTION_TRANSITION
 $EVICTION_HARD_YAML
+$IMAGE_GC_YAML
 EOF
   if running_as deckhand "${argv[@]}"; then
     # a rebuilt binary replaces the file; the running process then shows "(deleted)"

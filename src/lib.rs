@@ -18,6 +18,7 @@
 //! | pod status (pure generation + writer) | `status/` | [`status`] |
 //! | back-off | `client-go/util/flowcontrol` | [`backoff`] |
 //! | events | `client-go/tools/record` | [`events`] |
+//! | container and image garbage collection | `kuberuntime/kuberuntime_gc.go`, `images/image_gc_manager.go` | [`gc`] |
 //! | HTTPS server (logs, exec, stats, metrics) | `server/` | [`server`] |
 //! | scheduler (second binary, `deckhand-scheduler`) | `pkg/scheduler` | [`scheduler`] |
 
@@ -29,6 +30,7 @@ pub mod credentialprovider;
 pub mod cri;
 pub mod events;
 pub mod eviction;
+pub mod gc;
 pub mod image;
 pub mod node;
 pub mod pleg;

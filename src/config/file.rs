@@ -185,10 +185,10 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("nodeStatusUpdateFrequency", Honoured),
     ("nodeStatusReportFrequency", Honoured),
     ("nodeLeaseDurationSeconds", Honoured),
-    ("imageMinimumGCAge", Warn { ok: none, why: "image garbage collection thresholds are not configurable in this build" }),
-    ("imageMaximumGCAge", Warn { ok: none, why: "image garbage collection thresholds are not configurable in this build" }),
-    ("imageGCHighThresholdPercent", Warn { ok: none, why: "image garbage collection thresholds are not configurable in this build" }),
-    ("imageGCLowThresholdPercent", Warn { ok: none, why: "image garbage collection thresholds are not configurable in this build" }),
+    ("imageMinimumGCAge", Honoured),
+    ("imageMaximumGCAge", Honoured),
+    ("imageGCHighThresholdPercent", Honoured),
+    ("imageGCLowThresholdPercent", Honoured),
     ("volumeStatsAggPeriod", Warn { ok: none, why: "volume usage is measured when stats are requested" }),
     ("kubeletCgroups", Warn { ok: none, why: "deckhand stays in the cgroup its service manager gives it" }),
     ("systemCgroups", Warn { ok: none, why: "deckhand does not move system processes between cgroups" }),
@@ -405,6 +405,14 @@ pub struct FileConfig {
     pub container_runtime_endpoint: Option<String>,
     /// `imageServiceEndpoint`.
     pub image_service_endpoint: Option<String>,
+    /// `imageGCHighThresholdPercent` (a pointer in Go: an explicit 0 is kept).
+    pub image_gc_high_threshold_percent: Option<i32>,
+    /// `imageGCLowThresholdPercent` (a pointer in Go: an explicit 0 is kept).
+    pub image_gc_low_threshold_percent: Option<i32>,
+    /// `imageMinimumGCAge` (0 means the 2m default, as Go's defaulting).
+    pub image_minimum_gc_age: Option<std::time::Duration>,
+    /// `imageMaximumGCAge` (0, the default, disables it).
+    pub image_maximum_gc_age: Option<std::time::Duration>,
 }
 
 /// The raw shapes of the honoured fields (only for decoding).
@@ -449,6 +457,14 @@ struct Raw {
     register_with_taints: Option<Vec<k8s_openapi::api::core::v1::Taint>>,
     container_runtime_endpoint: Option<String>,
     image_service_endpoint: Option<String>,
+    #[serde(rename = "imageGCHighThresholdPercent")]
+    image_gc_high_threshold_percent: Option<i32>,
+    #[serde(rename = "imageGCLowThresholdPercent")]
+    image_gc_low_threshold_percent: Option<i32>,
+    #[serde(rename = "imageMinimumGCAge")]
+    image_minimum_gc_age: Option<String>,
+    #[serde(rename = "imageMaximumGCAge")]
+    image_maximum_gc_age: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -721,6 +737,10 @@ pub fn parse(
         }),
         container_runtime_endpoint: nonempty(raw.container_runtime_endpoint),
         image_service_endpoint: nonempty(raw.image_service_endpoint),
+        image_gc_high_threshold_percent: raw.image_gc_high_threshold_percent,
+        image_gc_low_threshold_percent: raw.image_gc_low_threshold_percent,
+        image_minimum_gc_age: duration("imageMinimumGCAge", raw.image_minimum_gc_age)?,
+        image_maximum_gc_age: duration("imageMaximumGCAge", raw.image_maximum_gc_age)?,
     };
     let _ = (raw.api_version, raw.kind);
     Ok((cfg, warnings))

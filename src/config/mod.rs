@@ -299,6 +299,47 @@ pub struct Flags {
     #[arg(long = "runtime-cgroups")]
     pub runtime_cgroups: Option<String>,
 
+    /// Disk usage of the image filesystem (percent) at or above which unused images are
+    /// garbage collected (`imageGCHighThresholdPercent`); 100 disables image GC. 0..=100.
+    #[arg(long = "image-gc-high-threshold", default_value_t = 85)]
+    pub image_gc_high_threshold: i32,
+
+    /// Disk usage (percent) image garbage collection frees down to
+    /// (`imageGCLowThresholdPercent`); below the high threshold.
+    #[arg(long = "image-gc-low-threshold", default_value_t = 80)]
+    pub image_gc_low_threshold: i32,
+
+    /// Minimum age of an unused image before it is garbage collected (`imageMinimumGCAge`).
+    #[arg(long = "minimum-image-ttl-duration", default_value = "2m", value_parser = parse_go_duration)]
+    pub minimum_image_ttl_duration: Duration,
+
+    /// Unused images not used for longer than this are garbage collected whatever the disk
+    /// usage (`imageMaximumGCAge`, KubeletConfiguration only, as in the Go kubelet); 0 = off.
+    #[arg(skip)]
+    pub image_maximum_gc_age: Duration,
+
+    /// Deprecated in the Go kubelet: minimum age of a dead container before it is garbage
+    /// collected.
+    #[arg(long = "minimum-container-ttl-duration", default_value = "0s", value_parser = parse_go_duration)]
+    pub minimum_container_ttl_duration: Duration,
+
+    /// Deprecated in the Go kubelet: dead instances kept per container (negative: no limit).
+    #[arg(
+        long = "maximum-dead-containers-per-container",
+        default_value_t = 1,
+        allow_negative_numbers = true
+    )]
+    pub maximum_dead_containers_per_container: i32,
+
+    /// Deprecated in the Go kubelet: dead containers kept on the node (negative: no limit).
+    #[arg(long = "maximum-dead-containers", default_value_t = -1, allow_negative_numbers = true)]
+    pub maximum_dead_containers: i32,
+
+    /// deckhand only, for tests: how often image garbage collection runs. The Go kubelet has
+    /// no flag for it (`ImageGCPeriod`, a 5m constant); leave it at 5m in production.
+    #[arg(long = "image-gc-period", default_value = "5m", value_parser = parse_go_duration, hide = true)]
+    pub image_gc_period: Duration,
+
     /// Subcommand (maintenance tools); none runs the node agent.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -321,6 +362,9 @@ pub enum ConfigError {
     /// A flag or file value deckhand cannot honour.
     #[error("{0}")]
     Unsupported(String),
+    /// A value out of its range (the Go kubelet's validation message).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// Sets every honoured field of `file` on `flags` unless `explicit(flag_id)` says the flag was
@@ -385,6 +429,10 @@ pub fn merge_file(flags: &mut Flags, file: &file::FileConfig, explicit: &dyn Fn(
     take!(register_with_taints);
     take!(container_runtime_endpoint);
     take!(image_service_endpoint, opt);
+    take!(image_gc_high_threshold_percent => image_gc_high_threshold);
+    take!(image_gc_low_threshold_percent => image_gc_low_threshold);
+    take!(image_minimum_gc_age => minimum_image_ttl_duration);
+    take!(image_maximum_gc_age);
 }
 
 /// True when the argument `id` was given on the command line (or through its environment
@@ -455,6 +503,8 @@ impl Flags {
                 self.cgroup_driver
             )));
         }
+        self.image_gc_policy().map_err(ConfigError::Invalid)?;
+        w.extend(self.container_gc_warnings());
         if let Some(img) = &self.pod_infra_container_image {
             w.push(format!("flag --pod-infra-container-image={img} is deprecated and not used: the pod sandbox image comes from the container runtime's configuration"));
         }
@@ -469,6 +519,66 @@ impl Flags {
             ));
         }
         Ok(w)
+    }
+
+    /// The image garbage collection policy from `--image-gc-high-threshold`,
+    /// `--image-gc-low-threshold`, `--minimum-image-ttl-duration` and `imageMaximumGCAge`.
+    ///
+    /// Errors: a threshold outside 0..=100, a low threshold not below the high one, or a
+    /// maximum age not above the minimum age (the Go kubelet's validation messages).
+    pub fn image_gc_policy(&self) -> Result<crate::gc::ImageGcPolicy, String> {
+        let pct = |v: i32, field: &str, flag: &str| {
+            u8::try_from(v).ok().filter(|p| *p <= 100).ok_or_else(|| {
+                format!("invalid configuration: {field} (--{flag}) {v} must be between 0 and 100, inclusive")
+            })
+        };
+        let p = crate::gc::ImageGcPolicy {
+            high_threshold_percent: pct(
+                self.image_gc_high_threshold,
+                "imageGCHighThresholdPercent",
+                "image-gc-high-threshold",
+            )?,
+            low_threshold_percent: pct(
+                self.image_gc_low_threshold,
+                "imageGCLowThresholdPercent",
+                "image-gc-low-threshold",
+            )?,
+            min_age: self.minimum_image_ttl_duration,
+            max_age: self.image_maximum_gc_age,
+        };
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// The container garbage collection policy from `--minimum-container-ttl-duration`,
+    /// `--maximum-dead-containers-per-container` and `--maximum-dead-containers`.
+    pub fn container_gc_policy(&self) -> crate::gc::ContainerGcPolicy {
+        crate::gc::ContainerGcPolicy {
+            min_age: self.minimum_container_ttl_duration,
+            max_per_pod_container: self.maximum_dead_containers_per_container,
+            max_containers: self.maximum_dead_containers,
+        }
+    }
+
+    /// The Go kubelet's deprecation warnings for the container GC flags set to anything but
+    /// their defaults (they are honoured).
+    fn container_gc_warnings(&self) -> Vec<String> {
+        let d = crate::gc::ContainerGcPolicy::default();
+        let p = self.container_gc_policy();
+        let mut w = Vec::new();
+        let msg = |flag: &str| {
+            format!("Flag --{flag} has been deprecated, Use --eviction-hard or --eviction-soft instead. Will be removed in a future version.")
+        };
+        if p.min_age != d.min_age {
+            w.push(msg("minimum-container-ttl-duration"));
+        }
+        if p.max_per_pod_container != d.max_per_pod_container {
+            w.push(msg("maximum-dead-containers-per-container"));
+        }
+        if p.max_containers != d.max_containers {
+            w.push(msg("maximum-dead-containers"));
+        }
+        w
     }
 
     /// The node name: `--hostname-override`, else the hostname, lower-cased.
@@ -676,6 +786,107 @@ mod tests {
         assert_eq!(f.max_pods, 110, "explicit flag kept");
         assert_eq!(f.pod_manifest_path, "/m");
         assert!(f.rotate_server_certificates);
+    }
+
+    #[test]
+    fn image_gc_flags_and_file_fields_are_honoured_and_validated() {
+        let (f, w) = load_args(&["deckhand"]).unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            f.image_gc_policy().unwrap(),
+            crate::gc::ImageGcPolicy::default()
+        );
+        assert_eq!(
+            f.container_gc_policy(),
+            crate::gc::ContainerGcPolicy::default()
+        );
+        let (f, _) = load_args(&[
+            "deckhand",
+            "--image-gc-high-threshold=50",
+            "--image-gc-low-threshold=40",
+            "--minimum-image-ttl-duration=30s",
+        ])
+        .unwrap();
+        let p = f.image_gc_policy().unwrap();
+        assert_eq!(
+            (p.high_threshold_percent, p.low_threshold_percent),
+            (50, 40)
+        );
+        assert_eq!(p.min_age, Duration::from_secs(30));
+        let e = load_args(&[
+            "deckhand",
+            "--image-gc-high-threshold=70",
+            "--image-gc-low-threshold=70",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 70"
+            ),
+            "{e}"
+        );
+        let e = load_args(&["deckhand", "--image-gc-high-threshold=101"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("must be between 0 and 100"), "{e}");
+        let e = load_args(&["deckhand", "--image-gc-low-threshold=-1"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("imageGCLowThresholdPercent"), "{e}");
+        let file = temp_config(
+            "gc.yaml",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 0\n\
+             imageMinimumGCAge: 1m\nimageMaximumGCAge: 168h\n",
+        );
+        let (f, w) = load_args(&[
+            "deckhand",
+            &format!("--config={}", file.display()),
+            "--image-gc-high-threshold=95",
+        ])
+        .unwrap();
+        assert!(w.is_empty(), "honoured, not warned: {w:?}");
+        let p = f.image_gc_policy().unwrap();
+        assert_eq!(p.high_threshold_percent, 95, "flag wins");
+        assert_eq!(
+            p.low_threshold_percent, 0,
+            "an explicit 0 is kept (a pointer field in Go)"
+        );
+        assert_eq!(p.min_age, Duration::from_secs(60));
+        assert_eq!(p.max_age, Duration::from_secs(168 * 3600));
+        let file = temp_config(
+            "gc-bad.yaml",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+             imageMinimumGCAge: 10m\nimageMaximumGCAge: 5m\n",
+        );
+        let e = load_args(&["deckhand", &format!("--config={}", file.display())])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("imageMaximumGCAge 5m0s must be greater than imageMinimumGCAge 10m0s"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn container_gc_flags_are_honoured_with_deprecation_warnings() {
+        let (f, w) = load_args(&[
+            "deckhand",
+            "--maximum-dead-containers-per-container=2",
+            "--maximum-dead-containers=-1",
+            "--minimum-container-ttl-duration=1m",
+        ])
+        .unwrap();
+        let p = f.container_gc_policy();
+        assert_eq!(p.max_per_pod_container, 2);
+        assert_eq!(p.max_containers, -1);
+        assert_eq!(p.min_age, Duration::from_secs(60));
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].starts_with("Flag --minimum-container-ttl-duration has been deprecated"),
+            "{w:?}"
+        );
     }
 
     #[test]

@@ -617,6 +617,26 @@ impl CriClient {
         Ok(r.images)
     }
 
+    /// `RemoveImage` of image `id` (an image ID, `sha256:...`, or a reference). The runtime
+    /// answers OK when the image is already gone.
+    pub async fn remove_image(&self, id: &str) -> Result<()> {
+        call!(
+            self,
+            image,
+            remove_image,
+            "RemoveImage",
+            id,
+            api::RemoveImageRequest {
+                image: Some(api::ImageSpec {
+                    image: id.into(),
+                    ..Default::default()
+                })
+            },
+            self.timeout
+        )
+        .map(|_: api::RemoveImageResponse| ())
+    }
+
     /// `ImageFsInfo`.
     pub async fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse> {
         call!(

@@ -153,6 +153,40 @@ impl NodeReclaim for NoReclaim {
     }
 }
 
+/// Node-level reclaim through the garbage collectors: dead containers for every disk signal,
+/// unused images for imagefs signals and for nodefs when images share its filesystem.
+pub struct GcReclaim {
+    /// Container garbage collection.
+    pub containers: crate::gc::ContainerGc,
+    /// Image garbage collection.
+    pub images: crate::gc::ImageGcManager,
+}
+
+impl NodeReclaim for GcReclaim {
+    fn reclaim(
+        &self,
+        signal: Signal,
+        dedicated_imagefs: bool,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            if let Err(e) = self.containers.delete_all_unused_containers().await {
+                tracing::warn!(error = %e, "eviction manager: unexpected error when attempting to reduce resource pressure (containers)");
+            }
+            if signal.is_imagefs() || !dedicated_imagefs {
+                match self.images.delete_unused_images().await {
+                    Ok(freed) => tracing::info!(
+                        freed_bytes = freed,
+                        "eviction manager: deleted unused images"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "eviction manager: unexpected error when attempting to reduce resource pressure (images)")
+                    }
+                }
+            }
+        })
+    }
+}
+
 /// The pressure conditions currently in force, shared with the node status loop and pod
 /// admission. Cheap to clone.
 #[derive(Debug, Clone, Default)]

@@ -8,6 +8,7 @@ pub mod envvars;
 pub mod mirror;
 pub mod runtime;
 pub mod spec;
+pub mod states;
 pub mod workers;
 
 use k8s_openapi::api::core::v1::Pod;

@@ -191,6 +191,7 @@ pub struct PodWorkers {
     evicted_rx: mpsc::UnboundedReceiver<String>,
     eviction_waiters: Vec<(String, tokio::sync::oneshot::Sender<bool>)>,
     monitor: crate::systemd::SyncLoopMonitor,
+    states: super::states::PodStates,
 }
 
 fn span_for(pod: &Pod) -> tracing::Span {
@@ -216,7 +217,13 @@ impl PodWorkers {
             evicted_rx,
             eviction_waiters: Vec::new(),
             monitor: crate::systemd::SyncLoopMonitor::new(),
+            states: super::states::PodStates::default(),
         }
+    }
+
+    /// Each pod UID's stage in its worker, for the garbage collectors ([`crate::gc`]).
+    pub fn pod_states(&self) -> super::states::PodStates {
+        self.states.clone()
     }
 
     /// The heartbeat of this dispatcher's loop (for the systemd watchdog and `/healthz`).
@@ -235,6 +242,8 @@ impl PodWorkers {
                 let b = h.tx.borrow();
                 (b.removed, b.evict.clone())
             };
+            self.states
+                .set(&uid, worker_state(&pod, removed || was_removed));
             let _ = h.tx.send(PodUpdate {
                 pod,
                 removed: removed || was_removed,
@@ -242,6 +251,7 @@ impl PodWorkers {
             });
             return;
         }
+        self.states.set(&uid, worker_state(&pod, removed));
         let (tx, rx) = watch::channel(PodUpdate {
             pod: pod.clone(),
             removed,
@@ -361,6 +371,7 @@ impl PodWorkers {
                         // in the API), else forget it.
                         if self.workers.get(&uid).is_some_and(|h| h.tx.borrow().removed) {
                             self.workers.remove(&uid);
+                            self.states.remove(&uid);
                         }
                     }
                 }
@@ -401,6 +412,20 @@ impl PodWorkers {
             }
             Err(e) => tracing::warn!(error = %e, "listing sandboxes for orphan cleanup failed"),
         }
+        self.states.mark_synced();
+    }
+}
+
+/// A pod's stage for [`super::states::PodStates`]: deleted or removed pods are terminating,
+/// pods in phase Succeeded or Failed are terminal, the rest run.
+fn worker_state(pod: &Pod, removed: bool) -> super::states::WorkerState {
+    use super::states::WorkerState;
+    if removed || pod.metadata.deletion_timestamp.is_some() {
+        return WorkerState::Terminating;
+    }
+    match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded" | "Failed") => WorkerState::Terminal,
+        _ => WorkerState::Running,
     }
 }
 

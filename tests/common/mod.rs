@@ -851,6 +851,31 @@ impl HarnessRestart {
         }
     }
 
+    /// [`Self::run`] with `extra` (whitespace-separated flags) appended to deckhand's command
+    /// line through `DECKHAND_ARGS`; the restarted command line must be the old one plus `extra`.
+    /// Restore the original with another [`HarnessRestart`] captured before.
+    pub fn run_with_args(mut self, extra: &str) -> RestartOutput {
+        let args = match self.vars.get("DECKHAND_ARGS") {
+            Some(a) if !a.trim().is_empty() => format!("{a} {extra}"),
+            _ => extra.to_string(),
+        };
+        self.vars.insert("DECKHAND_ARGS".into(), args);
+        let trailing_nul = self.old_cmd.last() == Some(&0);
+        let mut parts: Vec<Vec<u8>> = self
+            .old_cmd
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect();
+        parts.extend(extra.split_whitespace().map(|a| a.as_bytes().to_vec()));
+        let mut expected = parts.join(&0u8);
+        if trailing_nul {
+            expected.push(0);
+        }
+        self.old_cmd = expected;
+        self.run()
+    }
+
     /// Runs the restart (blocking), with a clean environment: nothing of cargo's test
     /// environment leaks into the harness or into deckhand. The caller holds the harness lock
     /// ([`lock_harness`]), so this runs the script's `cmd_restart_deckhand` (what

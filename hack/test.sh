@@ -22,6 +22,14 @@ fi
 log "unit tests first (fast feedback, no cluster needed)"
 cargo test --release --lib --bins
 
+# One build of the binaries for everything below: the end-to-end tests and the cluster run the
+# deckhand and deckhand-scheduler that `cargo test` builds (with the dev-dependencies' features).
+# Without this, local-up's `cargo build --bin deckhand` resolves features differently and the
+# crate is compiled a third time (10-20 min on a 2-core machine).
+log "building the end-to-end tests and the binaries they run"
+cargo test --release --tests --no-run
+export DECKHAND_BIN="$ROOT/target/release/deckhand" SCHEDULER_BIN="$ROOT/target/release/deckhand-scheduler"
+
 started=0
 if hack/local-up.sh status >/dev/null 2>&1; then
   log "cluster already up: restarting deckhand from this source"

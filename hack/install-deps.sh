@@ -3,7 +3,8 @@
 # already present are skipped without touching apt.
 set -euo pipefail
 pkgs=(containerd runc containernetworking-plugins docker-registry skopeo umoci busybox-static
-      iptables iproute2 openssl protobuf-compiler libc6-dev gcc curl jq kmod procps psmisc util-linux)
+      iptables iproute2 openssl protobuf-compiler libc6-dev gcc curl jq kmod procps psmisc util-linux
+      systemd vagrant)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

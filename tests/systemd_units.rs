@@ -84,8 +84,9 @@ fn verify(sa: &Path, root: &Path, units: &[&str]) -> (bool, String) {
 
 #[test]
 fn units_pass_systemd_analyze_verify() {
-    let sa = systemd_analyze()
-        .expect("systemd-analyze is not installed (hack/install-deps.sh installs the systemd package)");
+    let sa = systemd_analyze().expect(
+        "systemd-analyze is not installed (hack/install-deps.sh installs the systemd package)",
+    );
     let root = make_root("ok");
     for f in [
         "deckhand.service",
@@ -132,8 +133,9 @@ fn units_pass_systemd_analyze_verify() {
 
 #[test]
 fn verify_reads_the_dropin_and_the_binary() {
-    let sa = systemd_analyze()
-        .expect("systemd-analyze is not installed (hack/install-deps.sh installs the systemd package)");
+    let sa = systemd_analyze().expect(
+        "systemd-analyze is not installed (hack/install-deps.sh installs the systemd package)",
+    );
     // A typo in the drop-in is reported: the drop-in is part of what is verified.
     let root = make_root("typo");
     let dropin = root.join("etc/systemd/system/deckhand.service.d/10-kubeadm.conf");
@@ -168,5 +170,8 @@ fn vagrantfile_passes_vagrant_validate() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "vagrant validate failed:\n{text}");
-    assert!(text.contains("Vagrantfile validated successfully"), "{text}");
+    assert!(
+        text.contains("Vagrantfile validated successfully"),
+        "{text}"
+    );
 }

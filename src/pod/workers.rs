@@ -762,33 +762,25 @@ impl PodWorker {
             for (why, msg) in dns_warnings {
                 ctx.recorder.pod(pod, None, true, why, msg);
             }
-            let parent = match crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver) {
-                Ok(p) => p,
-                Err(e) => {
-                    ctx.recorder.pod(
-                        pod,
-                        None,
-                        true,
-                        reason::FAILED_CREATE_POD_CONTAINER,
-                        format!("unable to ensure pod container exists: {e}"),
-                    );
-                    tracing::warn!(error = %e, "naming the pod cgroup failed");
-                    return Err(SyncFailed);
-                }
+            // k/k: a pod cgroup that cannot be named or made is a FailedCreatePodContainer
+            // event and a failed sync
+            let cgroup_failed = |e: crate::cm::CgroupError, what: &str| {
+                ctx.recorder.pod(
+                    pod,
+                    None,
+                    true,
+                    reason::FAILED_CREATE_POD_CONTAINER,
+                    format!("unable to ensure pod container exists: {e}"),
+                );
+                tracing::warn!(error = %e, "{what} the pod cgroup failed");
+                SyncFailed
             };
+            let parent = crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver)
+                .map_err(|e| cgroup_failed(e, "naming"))?;
             let cfg = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir, Some(dns), parent);
             if let Some(cm) = &ctx.cgroups {
-                if let Err(e) = cm.ensure_pod_cgroup(pod) {
-                    ctx.recorder.pod(
-                        pod,
-                        None,
-                        true,
-                        reason::FAILED_CREATE_POD_CONTAINER,
-                        format!("unable to ensure pod container exists: {e}"),
-                    );
-                    tracing::warn!(error = %e, "creating the pod cgroup failed");
-                    return Err(SyncFailed);
-                }
+                cm.ensure_pod_cgroup(pod)
+                    .map_err(|e| cgroup_failed(e, "creating"))?;
             }
             let log_dir = cfg.log_directory.clone();
             if let Err(e) = tokio::fs::create_dir_all(&log_dir).await {

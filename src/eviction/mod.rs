@@ -240,6 +240,9 @@ pub struct EvictionManager {
     workers: mpsc::Sender<PodWorkerCommand>,
     reclaim: Box<dyn NodeReclaim>,
     tracker: PressureTracker,
+    /// Whether the image filesystem is another filesystem than nodefs, found once
+    /// (`HasDedicatedImageFs`, asked once by the Go kubelet too).
+    dedicated_imagefs: Option<bool>,
 }
 
 /// Disk usage of a directory tree on one filesystem: (bytes allocated, inodes). Never follows
@@ -339,6 +342,7 @@ impl EvictionManager {
             workers,
             reclaim,
             tracker: PressureTracker::default(),
+            dedicated_imagefs: None,
         }
     }
 
@@ -349,7 +353,7 @@ impl EvictionManager {
 
     /// Observes every signal. Returns the observations, the summary's pods (for memory usage)
     /// and whether the image filesystem is a different filesystem from nodefs.
-    async fn observe(&self) -> (Observations, Vec<crate::server::stats::PodStats>, bool) {
+    async fn observe(&mut self) -> (Observations, Vec<crate::server::stats::PodStats>, bool) {
         let mut obs = Observations::new();
         let summary = match self.stats.summary(false).await {
             Ok(s) => Some(s),
@@ -415,14 +419,24 @@ impl EvictionManager {
         if let Some(p) = observe_pids() {
             obs.insert(Signal::PidAvailable, p);
         }
-        let dedicated = match self.cri.image_fs_info().await {
-            Ok(info) => info
-                .image_filesystems
-                .first()
-                .and_then(|f| f.fs_id.as_ref())
-                .map(|id| device_of(Path::new(&id.mountpoint)) != device_of(&self.cfg.root_dir))
-                .unwrap_or(false),
-            Err(_) => false,
+        let dedicated = match self.dedicated_imagefs {
+            Some(d) => d,
+            None => match self.cri.image_fs_info().await {
+                Ok(info) => {
+                    let d = info
+                        .image_filesystems
+                        .first()
+                        .and_then(|f| f.fs_id.as_ref())
+                        .map(|id| {
+                            device_of(Path::new(&id.mountpoint)) != device_of(&self.cfg.root_dir)
+                        })
+                        .unwrap_or(false);
+                    self.dedicated_imagefs = Some(d);
+                    d
+                }
+                // asked again next time
+                Err(_) => false,
+            },
         };
         (obs, pods, dedicated)
     }

@@ -101,18 +101,9 @@ pub(crate) fn aggregate_strings(errs: &[String]) -> String {
     format!("[{}]", errs.join(", "))
 }
 
-/// A container's state as garbage collection sees it (CRI `ContainerState`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContainerState {
-    /// Created, never started.
-    Created,
-    /// Running: never collected.
-    Running,
-    /// Exited.
-    Exited,
-    /// Unknown: stopped before it is removed.
-    Unknown,
-}
+/// A container's state as CRI reports it (the pod workers' type; garbage collection never
+/// removes a running container and stops an unknown one first).
+pub use crate::pod::runtime::ContainerState;
 
 /// One container in the runtime (CRI `ListContainers` item).
 #[derive(Debug, Clone, PartialEq, Eq)]

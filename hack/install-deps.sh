@@ -1,6 +1,21 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the harness, the build and the tests need. Idempotent: packages
 # already present are skipped without touching apt.
+#
+# Every program a test or the harness calls comes from this list (or from a build script of the
+# project: hack/build-k8s.sh for etcd/kube-apiserver/kube-controller-manager/kubectl/kube-proxy,
+# hack/build-crictl.sh for crictl); no test relies on what happens to be on the machine.
+#   containerd runc containernetworking-plugins  the runtime and CNI (local-up; every e2e test)
+#   docker-registry skopeo umoci busybox-static   the local registries and the images built here
+#                                                 (local-up; e2e_gc and e2e_podspec call skopeo/umoci)
+#   iptables iproute2 kmod                        network, guards, hostPort (local-up; e2e_network)
+#   openssl                                       PKI (local-up); e2e_join and e2e_server certificates
+#   curl                                          e2e_server (the :10250 server), local-up health checks
+#   jq procps psmisc util-linux                   local-up (pids, mounts, tmpfs root dir, status)
+#   protobuf-compiler libc6-dev gcc               the build (CRI protos, the pause image)
+#   systemd                                       tests/systemd_units.rs (systemd-analyze verify)
+#   vagrant                                       tests/systemd_units.rs (`vagrant validate
+#                                                 --ignore-provider`: no VM provider is needed)
 set -euo pipefail
 pkgs=(containerd runc containernetworking-plugins docker-registry skopeo umoci busybox-static
       iptables iproute2 openssl protobuf-compiler libc6-dev gcc curl jq kmod procps psmisc util-linux

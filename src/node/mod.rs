@@ -127,7 +127,7 @@ pub fn parse_taints(entries: &[String]) -> Result<Vec<Taint>, NodeError> {
 /// Runtime facts for the node status, read from CRI `Version` and `Status`.
 async fn runtime_facts(cri: &CriClient) -> (String, Vec<String>) {
     let version = match cri.version().await {
-        Ok(v) => format!("{}://{}", v.runtime_name, v.runtime_version),
+        Ok(v) => status::container_runtime_version(&v.runtime_name, &v.runtime_version),
         Err(_) => "Unknown".to_string(),
     };
     let mut errors = vec![];
@@ -302,52 +302,94 @@ impl NodeAgent {
         }
     }
 
-    /// Runs the node status loop: computes status every `status_update_frequency` and writes it
-    /// when it changed (heartbeats aside) or `status_report_frequency` has passed. Records the
-    /// node condition events on change.
+    /// The deadline of one heartbeat request (node status GET or PATCH, Lease renewal): the
+    /// status update frequency, capped at the lease duration, as the Go kubelet's heartbeat
+    /// client timeout. A server that stops answering cannot hold a loop longer than this.
+    pub fn heartbeat_timeout(&self) -> Duration {
+        self.cfg
+            .status_update_frequency
+            .min(Duration::from_secs(
+                self.cfg.lease_duration_seconds.max(1) as u64
+            ))
+            .max(Duration::from_secs(1))
+    }
+
+    /// Runs the node status loop until `cancel`: every `status_update_frequency` it reads the
+    /// Node from the API server, computes the status, and writes it when it differs from the
+    /// API server's copy (heartbeats aside) or `status_report_frequency` has passed (k/k
+    /// `tryUpdateNodeStatus`). Comparing with the API copy, not with what deckhand last wrote,
+    /// is what brings the node back to Ready after the node lifecycle controller marked it
+    /// `Unknown` during an API server outage. Records the node condition events on change.
     pub async fn run_status_loop(&self, node: Node, cancel: CancellationToken) {
         let api: Api<Node> = Api::all(self.client.clone());
-        let mut last: Option<NodeStatus> = node.status.clone();
+        let timeout = self.heartbeat_timeout();
+        let mut last_written: Option<NodeStatus> = node.status.clone();
         let mut last_write: Option<Instant> = None;
         let mut announced = false;
+        let mut failing = false;
         loop {
-            let host = HostInfo::read(&self.cfg.root_dir);
-            let new = self.compute_status(&host, last.as_ref()).await;
-            let changed = last
-                .as_ref()
-                .map(|l| status::changed_ignoring_heartbeats(l, &new))
-                .unwrap_or(true);
-            let due = last_write
-                .map(|t| t.elapsed() >= self.cfg.status_report_frequency)
-                .unwrap_or(true);
-            if changed || due {
+            let result = async {
+                let current = tokio::time::timeout(timeout, api.get(&self.cfg.name))
+                    .await
+                    .map_err(|_| format!("no answer within {timeout:?}"))?
+                    .map_err(|e| e.to_string())?;
+                let api_status = current.status.clone();
+                let host = HostInfo::read(&self.cfg.root_dir);
+                // transition times follow the API copy's conditions (Unknown → True is one)
+                let previous = api_status.as_ref().or(last_written.as_ref());
+                let new = self.compute_status(&host, previous).await;
+                let due =
+                    last_write.is_none_or(|t| t.elapsed() >= self.cfg.status_report_frequency);
+                let last = last_write.and(last_written.as_ref());
+                if !status::should_write_node_status(api_status.as_ref(), last, &new, due) {
+                    return Ok::<_, String>(None);
+                }
                 let patch = serde_json::json!({ "status": new });
-                match api
-                    .patch_status(
+                tokio::time::timeout(
+                    timeout,
+                    api.patch_status(
                         &self.cfg.name,
                         &PatchParams::default(),
                         &Patch::Strategic(&patch),
-                    )
-                    .await
-                {
-                    Ok(_) => {
-                        self.record_condition_events(last.as_ref(), &new, !announced);
+                    ),
+                )
+                .await
+                .map_err(|_| format!("no answer within {timeout:?}"))?
+                .map_err(|e| e.to_string())?;
+                Ok(Some((api_status, new)))
+            }
+            .await;
+            match result {
+                Ok(written) => {
+                    if failing {
+                        tracing::info!(node = %self.cfg.name, "node status updates succeed again");
+                        failing = false;
+                    }
+                    if let Some((api_status, new)) = written {
+                        let before = api_status.or(last_written.take());
+                        self.record_condition_events(before.as_ref(), &new, !announced);
                         announced = true;
-                        last = Some(new);
+                        last_written = Some(new);
                         last_write = Some(Instant::now());
                     }
-                    Err(e) => {
-                        tracing::warn!(node = %self.cfg.name, error = %e, "error updating node status, will retry")
+                }
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(node = %self.cfg.name, error = %e, "error updating node status, will retry");
+                    } else {
+                        tracing::debug!(node = %self.cfg.name, error = %e, "node status update failed again");
                     }
+                    failing = true;
                 }
             }
-            // Until the node is Ready, retry quickly (the Go kubelet's fast status update).
-            let ready = last
+            // Until the node is Ready (or while writes fail), retry quickly (the Go kubelet's
+            // fast status update and its immediate retries).
+            let ready = last_written
                 .as_ref()
                 .and_then(|s| s.conditions.as_ref())
                 .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
                 .is_some_and(|c| c.status == "True");
-            let period = if ready {
+            let period = if ready && !failing {
                 self.cfg.status_update_frequency
             } else {
                 Duration::from_secs(1)
@@ -418,14 +460,29 @@ impl NodeAgent {
         let api: Api<Lease> = Api::namespaced(self.client.clone(), "kube-node-lease");
         let period = Duration::from_millis((self.cfg.lease_duration_seconds as u64 * 1000) / 4);
         let mut retry = Duration::from_millis(200);
+        let timeout = self.heartbeat_timeout();
+        let mut failing = false;
         loop {
-            let ok = match self.renew_lease(&api, &node_uid).await {
+            let renewed = tokio::time::timeout(timeout, self.renew_lease(&api, &node_uid))
+                .await
+                .map_err(|_| format!("no answer within {timeout:?}"))
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            let ok = match renewed {
                 Ok(()) => {
+                    if failing {
+                        tracing::info!(node = %self.cfg.name, "node lease renewed again");
+                    }
+                    failing = false;
                     retry = Duration::from_millis(200);
                     true
                 }
                 Err(e) => {
-                    tracing::warn!(node = %self.cfg.name, error = %e, "failed to renew node lease");
+                    if !failing {
+                        tracing::warn!(node = %self.cfg.name, error = %e, "failed to renew node lease");
+                    } else {
+                        tracing::debug!(node = %self.cfg.name, error = %e, "failed to renew node lease again");
+                    }
+                    failing = true;
                     false
                 }
             };

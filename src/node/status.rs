@@ -267,8 +267,175 @@ pub fn changed_ignoring_heartbeats(a: &NodeStatus, b: &NodeStatus) -> bool {
     strip(a) != strip(b)
 }
 
+/// Whether the node status loop writes `new` (k/k `nodeStatusHasChanged` and
+/// `nodeStatusReportFrequency`): when the report period is `due`, when nothing was written
+/// yet, when `new` differs from deckhand's `last` write in anything but heartbeat times, or when
+/// the API server's copy (`api`) shows conditions other than `new`'s (type, status, reason,
+/// message), as after the node lifecycle controller marked the node `Unknown` while deckhand
+/// could not reach the server. Only the conditions of the API copy are compared: the server
+/// adds fields deckhand never sets and prints quantities in canonical form.
+pub fn should_write_node_status(
+    api: Option<&NodeStatus>,
+    last: Option<&NodeStatus>,
+    new: &NodeStatus,
+    due: bool,
+) -> bool {
+    let conditions = |s: &NodeStatus| {
+        let mut cs: Vec<(String, String, Option<String>, Option<String>)> = s
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| {
+                (
+                    c.type_.clone(),
+                    c.status.clone(),
+                    c.reason.clone(),
+                    c.message.clone(),
+                )
+            })
+            .collect();
+        cs.sort();
+        cs
+    };
+    due || last.is_none_or(|l| changed_ignoring_heartbeats(l, new))
+        || api.is_some_and(|a| conditions(a) != conditions(new))
+}
+
+/// A runtime version as the Go kubelet reads it: `utilversion.ParseGeneric` (k8s.io/apimachinery
+/// `pkg/util/version`) keeps the leading numeric components (`v` prefix and surrounding text
+/// dropped, at least two components, the first not zero-prefixed) and prints only those, so
+/// containerd's `1.6.20~ds1` becomes `1.6.20`. None when the string does not parse as a generic
+/// version.
+pub fn parse_generic_version(raw: &str) -> Option<String> {
+    let s = raw.trim_start();
+    let s = s.strip_prefix('v').unwrap_or(s);
+    let end = s
+        .char_indices()
+        .find(|(_, ch)| !(ch.is_ascii_digit() || *ch == '.'))
+        .map_or(s.len(), |(i, _)| i);
+    // the numeric part is `[0-9]+(\.[0-9]+)*`: a trailing or doubled dot ends it
+    let mut numbers = &s[..end];
+    while let Some(i) = numbers.find("..") {
+        numbers = &numbers[..i];
+    }
+    let numbers = numbers.trim_end_matches('.');
+    let comps: Vec<&str> = numbers.split('.').collect();
+    if comps.len() < 2 || comps.iter().any(|c| c.is_empty()) {
+        return None;
+    }
+    if comps[0].len() > 1 && comps[0].starts_with('0') {
+        return None;
+    }
+    let parsed: Option<Vec<u64>> = comps.iter().map(|c| c.parse::<u64>().ok()).collect();
+    Some(
+        parsed?
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join("."),
+    )
+}
+
+/// `nodeInfo.containerRuntimeVersion`: `<runtime name>://<version>` with the version as
+/// [`parse_generic_version`] prints it (k/k `nodestatus.VersionInfo`, kuberuntime `Version`).
+/// A version that does not parse is shown as the runtime gave it.
+pub fn container_runtime_version(runtime_name: &str, runtime_version: &str) -> String {
+    let v = parse_generic_version(runtime_version).unwrap_or_else(|| runtime_version.to_string());
+    format!("{runtime_name}://{v}")
+}
+
 #[cfg(test)]
 mod tests {
+
+    /// Issue 11 item 1: Ready `Unknown` set by the node lifecycle controller during an outage
+    /// is a change to write, though deckhand's own last write equals the new status.
+    #[test]
+    fn node_status_is_written_when_the_api_copy_differs_in_conditions() {
+        use k8s_openapi::api::core::v1::NodeCondition;
+        let with_ready = |status: &str, reason: &str, hb: i64| NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: status.into(),
+                reason: Some(reason.into()),
+                last_heartbeat_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::from_second(hb).unwrap(),
+                )),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let ours = with_ready("True", "KubeletReady", 100);
+        let new = with_ready("True", "KubeletReady", 110);
+        let unknown = with_ready("Unknown", "NodeStatusUnknown", 100);
+        let mut api_with_extras = with_ready("True", "KubeletReady", 100);
+        api_with_extras.volumes_in_use = Some(vec!["x".into()]);
+        // (case, api copy, last written, due, want)
+        let cases = [
+            (
+                "nothing changed, not due",
+                Some(&ours),
+                Some(&ours),
+                false,
+                false,
+            ),
+            ("heartbeat only", Some(&ours), Some(&ours), false, false),
+            ("report period due", Some(&ours), Some(&ours), true, true),
+            (
+                "controller set Unknown",
+                Some(&unknown),
+                Some(&ours),
+                false,
+                true,
+            ),
+            ("nothing written yet", Some(&ours), None, false, true),
+            ("API copy unreadable", None, Some(&ours), false, false),
+            (
+                "server-side fields do not count",
+                Some(&api_with_extras),
+                Some(&ours),
+                false,
+                false,
+            ),
+        ];
+        for (case, api, last, due, want) in cases {
+            assert_eq!(
+                should_write_node_status(api, last, &new, due),
+                want,
+                "{case}"
+            );
+        }
+        let not_ready = with_ready("False", "KubeletNotReady", 110);
+        assert!(should_write_node_status(
+            Some(&ours),
+            Some(&ours),
+            &not_ready,
+            false
+        ));
+    }
+
+    #[test]
+    fn runtime_version_is_printed_as_go_parse_generic_does() {
+        let cases = [
+            ("1.6.20~ds1", Some("1.6.20")),
+            ("1.6.20", Some("1.6.20")),
+            ("v2.1.4", Some("2.1.4")),
+            ("  1.7.0-rc.1+git", Some("1.7.0")),
+            ("1.06.3", Some("1.6.3")),
+            ("01.6.3", None),
+            ("1", None),
+            ("", None),
+            ("abc", None),
+            ("1.2..3", Some("1.2")),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(parse_generic_version(raw).as_deref(), want, "{raw:?}");
+        }
+        assert_eq!(
+            container_runtime_version("containerd", "1.6.20~ds1"),
+            "containerd://1.6.20"
+        );
+        assert_eq!(container_runtime_version("x", "weird"), "x://weird");
+    }
     use super::*;
     use k8s_openapi::jiff::Timestamp;
 

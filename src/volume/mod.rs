@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{
 use kube::api::{Api, PostParams};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 use writer::Payload;
 
 /// Errors setting up or tearing down volumes. The message is what the pod shows
@@ -72,6 +73,15 @@ pub enum VolumeError {
     Unsupported {
         /// Volume name.
         name: String,
+    },
+    /// A downwardAPI item's `resourceFieldRef` cannot be read (unknown container or resource,
+    /// bad divisor).
+    #[error("downwardAPI item {path:?}: {why}")]
+    DownwardApi {
+        /// The item's path in the volume.
+        path: String,
+        /// What is wrong.
+        why: String,
     },
     /// A hostPath type check failed.
     #[error("hostPath type check failed: {path} is not a {want}")]
@@ -143,12 +153,15 @@ fn plugin_dir(v: &Volume) -> Option<&'static str> {
 pub type VolumePaths = BTreeMap<String, PathBuf>;
 
 /// Sets up the pod's volumes (idempotent: existing content is refreshed in place).
+/// `node_allocatable_milli` (milli-units by resource name) is what a downwardAPI
+/// `resourceFieldRef: limits.*` shows for a container without that limit.
 ///
 /// Errors: the first volume that cannot be set up; nothing is written outside the volume.
 pub async fn setup(
     client: &kube::Client,
     root_dir: &Path,
     pod: &Pod,
+    node_allocatable_milli: &BTreeMap<String, i128>,
 ) -> Result<VolumePaths, VolumeError> {
     let uid = crate::pod::uid(pod).to_string();
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
@@ -226,6 +239,7 @@ pub async fn setup(
                 pod,
                 d.items.as_deref().unwrap_or(&[]),
                 d.default_mode.unwrap_or(0o644),
+                node_allocatable_milli,
             )?;
         } else if let Some(p) = &v.projected {
             let mode = p.default_mode.unwrap_or(0o644);
@@ -251,7 +265,8 @@ pub async fn setup(
                     }
                 }
                 if let Some(d) = &src.downward_api {
-                    add_downward(&mut payload, pod, d.items.as_deref().unwrap_or(&[]), mode)?;
+                    let items = d.items.as_deref().unwrap_or(&[]);
+                    add_downward(&mut payload, pod, items, mode, node_allocatable_milli)?;
                 }
             }
         }
@@ -640,6 +655,7 @@ fn add_downward(
     pod: &Pod,
     items: &[DownwardAPIVolumeFile],
     mode: i32,
+    node_allocatable_milli: &BTreeMap<String, i128>,
 ) -> Result<(), VolumeError> {
     for it in items {
         validate_relative(&it.path)?;
@@ -650,12 +666,20 @@ fn add_downward(
                 p => crate::pod::spec::field_value(pod, p, "", "").unwrap_or_default(),
             }
         } else if let Some(r) = &it.resource_field_ref {
-            resource_field(
+            // the same reader as the env path, so both show the same figure (a missing limit
+            // is the node's allocatable, k/k ExtractContainerResourceValue via the kubelet's
+            // defaulted pod)
+            crate::pod::envvars::resource_value(
                 pod,
-                r.container_name.as_deref(),
+                r.container_name.as_deref().unwrap_or(""),
                 &r.resource,
                 r.divisor.as_ref().map(|d| d.0.as_str()),
+                node_allocatable_milli,
             )
+            .map_err(|why| VolumeError::DownwardApi {
+                path: it.path.clone(),
+                why,
+            })?
         } else {
             String::new()
         };
@@ -678,35 +702,22 @@ fn format_map(m: Option<&BTreeMap<String, String>>) -> String {
     .unwrap_or_default()
 }
 
-/// A container's resource value for the downward API, divided by `divisor` and rounded up
-/// (k/k `pkg/api/v1/resource` ExtractContainerResourceValue).
-pub fn resource_field(
-    pod: &Pod,
-    container: Option<&str>,
-    resource: &str,
-    divisor: Option<&str>,
-) -> String {
-    let c: Option<&Container> = container.and_then(|n| crate::pod::spec::find_container(pod, n));
-    let (kind, name) = resource.split_once('.').unwrap_or(("", resource));
-    let q = c
-        .and_then(|c| c.resources.as_ref())
-        .and_then(|r| {
-            if kind == "limits" {
-                r.limits.as_ref()
-            } else {
-                r.requests.as_ref()
-            }
-        })
-        .and_then(|m| m.get(name))
-        .and_then(|q| crate::quantity::parse_milli(&q.0).ok());
-    let div = divisor
-        .and_then(|d| crate::quantity::parse_milli(d).ok())
-        .filter(|d| *d > 0)
-        .unwrap_or(1000);
-    match q {
-        Some(v) => ((v + div - 1) / div).to_string(),
-        None => "0".into(),
-    }
+/// First wait before retrying a TokenRequest the node authorizer refused (doubling).
+pub const TOKEN_RETRY_INITIAL: Duration = Duration::from_millis(50);
+/// Longest wait between two TokenRequest retries.
+pub const TOKEN_RETRY_MAX: Duration = Duration::from_millis(800);
+/// How long a refused TokenRequest is retried before the volume setup fails (and the pod
+/// worker's own retry takes over, `FailedMount`).
+pub const TOKEN_RETRY_BUDGET: Duration = Duration::from_secs(10);
+
+/// Whether a TokenRequest refusal means the API server does not yet know that the pod is on
+/// this node: the node authorizer's graph (k/k `plugin/pkg/auth/authorizer/node`) is fed by an
+/// informer and lags a new pod by a moment, answering 403 `no relationship found between node
+/// ... and this object`, or `pod not found` (404 or 403) from the NodeRestriction admission.
+pub fn token_refusal_is_transient(code: u16, message: &str) -> bool {
+    matches!(code, 403 | 404)
+        && (message.contains("no relationship found between node")
+            || (message.contains("pod") && message.contains("not found")))
 }
 
 async fn request_token(
@@ -736,13 +747,36 @@ async fn request_token(
         }),
         status: None,
     };
-    let out: TokenRequest = api
-        .create_subresource("token", &sa, &PostParams::default(), &req)
-        .await
-        .map_err(|source| VolumeError::Api {
-            op: format!("request token for service account {ns}/{sa}"),
-            source,
-        })?;
+    // A pod the API server has only just bound here may not be in the node authorizer's graph
+    // yet: the TokenRequest is then refused (403 "no relationship found between node ...", or
+    // "pod not found"). Retry quietly with a short back-off before reporting a failure.
+    let started = std::time::Instant::now();
+    let mut delay = TOKEN_RETRY_INITIAL;
+    let out: TokenRequest = loop {
+        match api
+            .create_subresource("token", &sa, &PostParams::default(), &req)
+            .await
+        {
+            Ok(out) => break out,
+            Err(kube::Error::Api(s))
+                if token_refusal_is_transient(s.code, &s.message)
+                    && started.elapsed() + delay <= TOKEN_RETRY_BUDGET =>
+            {
+                tracing::debug!(code = s.code, message = %s.message, retry_in = ?delay, "token request not authorized yet; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(TOKEN_RETRY_MAX);
+            }
+            Err(source) => {
+                return Err(VolumeError::Api {
+                    op: format!("request token for service account {ns}/{sa}"),
+                    source,
+                })
+            }
+        }
+    };
+    if started.elapsed() > TOKEN_RETRY_INITIAL {
+        tracing::debug!(waited = ?started.elapsed(), "token issued after the node authorizer caught up");
+    }
     let st = out.status.unwrap_or_default();
     let expires = match st.expiration_timestamp {
         Some(t) => {
@@ -842,6 +876,83 @@ pub fn resolve_subpath(base: &Path, sub: &str) -> Result<PathBuf, VolumeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 11 item 5: a downwardAPI volume item for a limit the container does not set shows
+    /// the node's allocatable, as the env path does (both go through `envvars::resource_value`).
+    #[test]
+    fn downward_volume_limits_without_a_limit_are_the_node_allocatable_as_in_env() {
+        use k8s_openapi::api::core::v1::{
+            DownwardAPIVolumeFile, PodSpec, ResourceFieldSelector, ResourceRequirements,
+        };
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let mut pod = Pod::default();
+        pod.metadata.uid = Some("u".into());
+        pod.spec = Some(PodSpec {
+            containers: vec![Container {
+                name: "c".into(),
+                resources: Some(ResourceRequirements {
+                    requests: Some(BTreeMap::from([("memory".into(), Quantity("32Mi".into()))])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let alloc = BTreeMap::from([
+            ("memory".to_string(), 4_000_000_000i128 * 1000),
+            ("cpu".to_string(), 2000i128),
+        ]);
+        let item = |path: &str, res: &str, div: Option<&str>| DownwardAPIVolumeFile {
+            path: path.into(),
+            resource_field_ref: Some(ResourceFieldSelector {
+                container_name: Some("c".into()),
+                resource: res.into(),
+                divisor: div.map(|d| Quantity(d.into())),
+            }),
+            ..Default::default()
+        };
+        let items = [
+            item("mem_limit", "limits.memory", None),
+            item("cpu_limit", "limits.cpu", Some("1m")),
+            item("mem_request", "requests.memory", Some("1Mi")),
+        ];
+        let mut payload = Payload::new();
+        add_downward(&mut payload, &pod, &items, 0o644, &alloc).unwrap();
+        let text = |k: &str| String::from_utf8(payload[k].0.clone()).unwrap();
+        assert_eq!(text("mem_limit"), "4000000000");
+        assert_eq!(text("cpu_limit"), "2000");
+        assert_eq!(text("mem_request"), "32");
+        for (path, res, div) in [
+            ("mem_limit", "limits.memory", None),
+            ("cpu_limit", "limits.cpu", Some("1m")),
+            ("mem_request", "requests.memory", Some("1Mi")),
+        ] {
+            let env = crate::pod::envvars::resource_value(&pod, "c", res, div, &alloc).unwrap();
+            assert_eq!(text(path), env, "{res}: the volume and env paths agree");
+        }
+        let bad = [item("x", "limits.nope", None)];
+        assert!(matches!(
+            add_downward(&mut Payload::new(), &pod, &bad, 0o644, &alloc),
+            Err(VolumeError::DownwardApi { .. })
+        ));
+    }
+
+    #[test]
+    fn token_refusals_before_the_node_authorizer_links_the_pod_are_retried() {
+        let cases = [
+            (403, "serviceaccounts \"default\" is forbidden: User \"system:node:n1\" cannot create resource \"serviceaccounts/token\" in API group \"\" in the namespace \"d\": no relationship found between node 'n1' and this object", true),
+            (403, "pod \"p\" not found", true),
+            (404, "pods \"p\" not found", true),
+            (403, "serviceaccounts \"x\" is forbidden: User cannot create", false),
+            (500, "no relationship found between node", false),
+            (400, "invalid audience", false),
+            (404, "serviceaccounts \"missing\" not found", false),
+        ];
+        for (code, msg, want) in cases {
+            assert_eq!(token_refusal_is_transient(code, msg), want, "{code} {msg}");
+        }
+        assert!(TOKEN_RETRY_INITIAL < TOKEN_RETRY_MAX && TOKEN_RETRY_MAX < TOKEN_RETRY_BUDGET);
+    }
 
     #[test]
     fn tokens_refresh_after_80_percent_of_their_lifetime_or_a_day() {

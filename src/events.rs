@@ -82,6 +82,9 @@ struct Pending {
 
 /// How long an aggregated event keeps collecting repeats (client-go's correlator window, 10 min).
 const AGGREGATION_WINDOW_SECONDS: i64 = 600;
+/// Deadline of publishing one event (create or count update), in the spirit of client-go's
+/// event broadcaster, which never blocks its callers on the API server.
+pub const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How many distinct events are remembered for aggregation.
 const MAX_REMEMBERED: usize = 4096;
 
@@ -208,7 +211,14 @@ impl EventRecorder {
         };
         tokio::spawn(async move {
             while let Some(p) = rx.recv().await {
-                publisher.publish(p).await;
+                // a deadline, so a server that stops answering cannot stall the publisher
+                // (events recorded meanwhile are dropped when the queue is full)
+                if tokio::time::timeout(PUBLISH_TIMEOUT, publisher.publish(p))
+                    .await
+                    .is_err()
+                {
+                    tracing::debug!("event not published: no answer within {PUBLISH_TIMEOUT:?}");
+                }
             }
         });
         Self { tx }

@@ -389,6 +389,12 @@ async fn main() -> Result<()> {
             .memory_bytes as i64,
         pressure: Some(pressure.clone()),
     });
+    {
+        // the status manager's writer task (k/k status_manager.go Start)
+        let status = ctx.status.clone();
+        let c = cancel.clone();
+        tasks.spawn(async move { status.run(c).await });
+    }
     let mirror_uids = ctx.status.mirror_uids();
     let (pod_tx, pod_rx) = mpsc::channel(256);
     let (pleg_tx, pleg_rx) = mpsc::channel(1024);

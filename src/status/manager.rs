@@ -8,7 +8,8 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Errors writing a pod status.
 #[derive(Debug, thiserror::Error)]
@@ -28,13 +29,61 @@ pub enum StatusError {
     },
 }
 
-/// Writes pod statuses; one per kubelet, shared by all pod workers (keyed by pod UID).
+/// Writes pod statuses; one per kubelet, shared by all pod workers (keyed by pod UID). Cheap to
+/// clone (one shared state).
+///
+/// Pod workers hand statuses over with [`StatusManager::queue`], which never waits for the API
+/// server: the newest status per pod UID replaces an older one not written yet, and one writer
+/// task per node ([`StatusManager::run`]) sends them, as the Go status manager's
+/// `podStatusChannel` and `syncBatch` do. A write that fails stays queued (unless a newer status
+/// replaced it) and is retried with a back-off, so a status produced while the API server is
+/// away is sent once it is back. [`StatusManager::set_pod_status`] writes at once, ordered with
+/// the writer task, for the terminal status that must land before the pod object is deleted.
+#[derive(Clone)]
 pub struct StatusManager {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     /// None in standalone mode: statuses are only kept here.
     client: Option<kube::Client>,
     /// Keyed by the UID written to (a static pod's mirror pod UID).
     last_written: Mutex<HashMap<String, PodStatus>>,
     mirrors: crate::source::mux::MirrorUids,
+    /// Statuses not written yet, by pod UID: the newest wins.
+    pending: Mutex<HashMap<String, (Pod, PodStatus)>>,
+    wake: tokio::sync::Notify,
+    /// Held around every API write, so the writer task and [`StatusManager::set_pod_status`]
+    /// never send two statuses of one pod out of order.
+    writing: tokio::sync::Mutex<()>,
+}
+
+/// First wait before the writer retries statuses whose write failed (doubling).
+pub const WRITE_RETRY_INITIAL: Duration = Duration::from_millis(500);
+/// Longest wait between two retries of failed status writes.
+pub const WRITE_RETRY_MAX: Duration = Duration::from_secs(5);
+/// Deadline of one status PATCH, so a server that stops answering cannot hold the writer.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Carries over from the previous status of the same pod what a newer one must keep (k/k status
+/// manager `updateStatusInternal`): `startTime` once set, and each condition's
+/// `lastTransitionTime` while its status did not change. A pod worker generates statuses from
+/// the pod object it started the sync with, which may not show the statuses queued since.
+pub fn carry_over(old: &PodStatus, new: &mut PodStatus) {
+    if old.start_time.is_some() {
+        new.start_time = old.start_time.clone();
+    }
+    let old_conditions = old.conditions.as_deref().unwrap_or(&[]);
+    for c in new.conditions.iter_mut().flatten() {
+        if let Some(o) = old_conditions
+            .iter()
+            .find(|o| o.type_ == c.type_ && o.status == c.status)
+        {
+            if o.last_transition_time.is_some() {
+                c.last_transition_time = o.last_transition_time.clone();
+            }
+        }
+    }
 }
 
 /// A JSON merge patch (RFC 7386) that turns `old` into `new`: changed keys are set, removed keys
@@ -70,48 +119,185 @@ pub fn merge_patch_diff(old: &Value, new: &Value) -> Option<Value> {
 }
 
 impl StatusManager {
-    /// A status manager writing through `client`.
-    pub fn new(client: kube::Client) -> Self {
+    fn with_client(client: Option<kube::Client>) -> Self {
         Self {
-            client: Some(client),
-            last_written: Mutex::new(HashMap::new()),
-            mirrors: Default::default(),
+            inner: Arc::new(Inner {
+                client,
+                last_written: Mutex::new(HashMap::new()),
+                mirrors: Default::default(),
+                pending: Mutex::new(HashMap::new()),
+                wake: tokio::sync::Notify::new(),
+                writing: tokio::sync::Mutex::new(()),
+            }),
         }
+    }
+
+    /// A status manager writing through `client` (its writer task is [`StatusManager::run`]).
+    pub fn new(client: kube::Client) -> Self {
+        Self::with_client(Some(client))
     }
 
     /// A status manager with no API server (standalone mode, as the Go status manager with a
     /// nil client: "Kubernetes client is nil, not starting status manager"): statuses are kept
     /// locally, keyed by the pod's own UID, and never sent.
     pub fn standalone() -> Self {
-        Self {
-            client: None,
-            last_written: Mutex::new(HashMap::new()),
-            mirrors: Default::default(),
-        }
+        Self::with_client(None)
     }
 
     /// The static pod UID → mirror pod map this manager reads (filled by the source merge,
     /// [`crate::source::mux`]). A static pod's status is written on its mirror pod, as the Go
     /// status manager's `translatePodUID` does; without a mirror pod yet it is not written.
     pub fn mirror_uids(&self) -> crate::source::mux::MirrorUids {
-        self.mirrors.clone()
+        self.inner.mirrors.clone()
     }
 
-    /// Sends `status` for `pod` unless it equals the last status written for this UID.
-    /// The patch is computed against the last written status, or the pod's status as the
-    /// API server last showed it. Returns whether a write happened.
+    /// Hands `status` of `pod` to the writer task and returns at once (k/k status manager
+    /// `SetPodStatus`). A status for the same pod UID that was not written yet is replaced.
+    pub fn queue(&self, pod: &Pod, status: &PodStatus) {
+        let status = self.with_carry_over(pod, status);
+        if self.inner.client.is_none() {
+            self.keep_locally(pod, &status);
+            return;
+        }
+        self.inner
+            .pending
+            .lock()
+            .unwrap()
+            .insert(crate::pod::uid(pod).to_string(), (pod.clone(), status));
+        self.inner.wake.notify_one();
+    }
+
+    /// `status` with [`carry_over`] applied from the newest status known for the pod: queued,
+    /// else last written (on the pod or its mirror pod), else the API copy.
+    fn with_carry_over(&self, pod: &Pod, status: &PodStatus) -> PodStatus {
+        let uid = crate::pod::uid(pod);
+        let known = self
+            .inner
+            .pending
+            .lock()
+            .unwrap()
+            .get(uid)
+            .map(|(_, s)| s.clone())
+            .or_else(|| {
+                let written = self.inner.last_written.lock().unwrap();
+                written.get(uid).cloned().or_else(|| {
+                    let mirrors = self.inner.mirrors.lock().unwrap();
+                    mirrors.get(uid).and_then(|(m, _)| written.get(m).cloned())
+                })
+            })
+            .or_else(|| pod.status.clone());
+        let mut status = status.clone();
+        if let Some(old) = known {
+            carry_over(&old, &mut status);
+        }
+        status
+    }
+
+    /// How many statuses wait for the writer (for tests and `/metrics`).
+    pub fn pending_len(&self) -> usize {
+        self.inner.pending.lock().unwrap().len()
+    }
+
+    /// The writer task: sends queued statuses until `cancel`, retrying failed writes with a
+    /// back-off ([`WRITE_RETRY_INITIAL`] doubling to [`WRITE_RETRY_MAX`]). One warning per run
+    /// of failures, not one per attempt.
+    pub async fn run(&self, cancel: tokio_util::sync::CancellationToken) {
+        let mut retry = WRITE_RETRY_INITIAL;
+        let mut failing = false;
+        loop {
+            let failed = {
+                // The lock is held from the drain to the last write, so a direct write
+                // (set_pod_status) comes wholly before the batch (and drops its pod's queued
+                // status) or wholly after it: an older status never lands after a newer one.
+                let _w = self.inner.writing.lock().await;
+                let batch: Vec<(String, (Pod, PodStatus))> =
+                    self.inner.pending.lock().unwrap().drain().collect();
+                let mut failed = 0usize;
+                for (uid, (pod, status)) in batch {
+                    if failed == 0 {
+                        match self.write(&pod, &status).await {
+                            Ok(_) => continue,
+                            Err(e) => {
+                                failed += 1;
+                                if !failing {
+                                    tracing::warn!(error = %e, "status update failed; will retry");
+                                } else {
+                                    tracing::debug!(error = %e, "status update failed again");
+                                }
+                            }
+                        }
+                    }
+                    // keep it (and, after a failure, the rest of the batch) for the retry,
+                    // unless a newer status came meanwhile
+                    self.inner
+                        .pending
+                        .lock()
+                        .unwrap()
+                        .entry(uid)
+                        .or_insert((pod, status));
+                }
+                failed
+            };
+            if failed > 0 {
+                failing = true;
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(retry) => {}
+                }
+                retry = (retry * 2).min(WRITE_RETRY_MAX);
+                continue;
+            }
+            if failing {
+                tracing::info!("status updates succeed again");
+                failing = false;
+            }
+            retry = WRITE_RETRY_INITIAL;
+            if self.pending_len() > 0 {
+                continue;
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = self.inner.wake.notified() => {}
+            }
+        }
+    }
+
+    /// Writes `status` for `pod` now, unless it equals the last status written for this UID; a
+    /// queued older status of the pod is dropped. Returns whether a write happened.
     ///
-    /// Errors: [`StatusError::Patch`]; the caller retries on its next sync.
+    /// Errors: [`StatusError::Patch`]; the caller retries.
     pub async fn set_pod_status(&self, pod: &Pod, status: &PodStatus) -> Result<bool, StatusError> {
-        let Some(client) = &self.client else {
-            self.last_written
-                .lock()
-                .unwrap()
-                .insert(crate::pod::uid(pod).to_string(), status.clone());
+        let status = self.with_carry_over(pod, status);
+        if self.inner.client.is_none() {
+            self.keep_locally(pod, &status);
+            return Ok(false);
+        }
+        let _w = self.inner.writing.lock().await;
+        self.inner
+            .pending
+            .lock()
+            .unwrap()
+            .remove(crate::pod::uid(pod));
+        self.write(pod, &status).await
+    }
+
+    fn keep_locally(&self, pod: &Pod, status: &PodStatus) {
+        self.inner
+            .last_written
+            .lock()
+            .unwrap()
+            .insert(crate::pod::uid(pod).to_string(), status.clone());
+    }
+
+    /// The PATCH of one status. The patch is computed against the last written status, or the
+    /// pod's status as the API server last showed it.
+    async fn write(&self, pod: &Pod, status: &PodStatus) -> Result<bool, StatusError> {
+        let Some(client) = &self.inner.client else {
+            self.keep_locally(pod, status);
             return Ok(false);
         };
         let (uid, api_status) = if crate::source::file::is_static(pod) {
-            match self.mirrors.lock().unwrap().get(crate::pod::uid(pod)) {
+            match self.inner.mirrors.lock().unwrap().get(crate::pod::uid(pod)) {
                 Some((mirror_uid, mirror_status)) => (mirror_uid.clone(), mirror_status.clone()),
                 None => return Ok(false),
             }
@@ -122,7 +308,7 @@ impl StatusManager {
             )
         };
         let base = {
-            let cache = self.last_written.lock().unwrap();
+            let cache = self.inner.last_written.lock().unwrap();
             match cache.get(&uid) {
                 Some(last) if last == status => return Ok(false),
                 Some(last) => last.clone(),
@@ -132,7 +318,8 @@ impl StatusManager {
         let old = serde_json::to_value(&base).unwrap_or(Value::Null);
         let new = serde_json::to_value(status).unwrap_or(Value::Null);
         let Some(diff) = merge_patch_diff(&old, &new) else {
-            self.last_written
+            self.inner
+                .last_written
                 .lock()
                 .unwrap()
                 .insert(uid, status.clone());
@@ -142,19 +329,38 @@ impl StatusManager {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let patch = serde_json::json!({ "metadata": { "uid": uid }, "status": diff });
         let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|source| {
-                // Forget the cache so the next attempt diffs against the API server's copy.
-                self.last_written.lock().unwrap().remove(&uid);
-                StatusError::Patch {
-                    namespace: ns.clone(),
-                    name: name.clone(),
-                    uid: uid.clone(),
-                    source,
-                }
-            })?;
-        self.last_written
+        let fail = |source: kube::Error| {
+            // Forget the cache so the next attempt diffs against the API server's copy.
+            self.inner.last_written.lock().unwrap().remove(&uid);
+            StatusError::Patch {
+                namespace: ns.clone(),
+                name: name.clone(),
+                uid: uid.clone(),
+                source,
+            }
+        };
+        let sent = tokio::time::timeout(
+            WRITE_TIMEOUT,
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await;
+        match sent {
+            Ok(Ok(_)) => {}
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 || s.code == 409 => {
+                // The pod is gone, or another pod now has its name (UID precondition): there is
+                // nothing to write to; do not retry.
+                tracing::debug!(code = s.code, "status not written: the pod object is gone");
+                return Ok(false);
+            }
+            Ok(Err(source)) => return Err(fail(source)),
+            Err(_) => {
+                return Err(fail(kube::Error::Service(
+                    format!("no answer within {WRITE_TIMEOUT:?}").into(),
+                )))
+            }
+        }
+        self.inner
+            .last_written
             .lock()
             .unwrap()
             .insert(uid, status.clone());
@@ -163,14 +369,15 @@ impl StatusManager {
 
     /// The last status written for `uid`, if any.
     pub fn last_written(&self, uid: &str) -> Option<PodStatus> {
-        self.last_written.lock().unwrap().get(uid).cloned()
+        self.inner.last_written.lock().unwrap().get(uid).cloned()
     }
 
-    /// Drops what is cached for a pod that is gone.
+    /// Drops what is cached or queued for a pod that is gone.
     pub fn forget(&self, uid: &str) {
-        self.last_written.lock().unwrap().remove(uid);
-        if let Some((mirror_uid, _)) = self.mirrors.lock().unwrap().get(uid) {
-            self.last_written.lock().unwrap().remove(mirror_uid);
+        self.inner.pending.lock().unwrap().remove(uid);
+        self.inner.last_written.lock().unwrap().remove(uid);
+        if let Some((mirror_uid, _)) = self.inner.mirrors.lock().unwrap().get(uid) {
+            self.inner.last_written.lock().unwrap().remove(mirror_uid);
         }
     }
 }
@@ -179,6 +386,115 @@ impl StatusManager {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn pod(uid: &str) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.uid = Some(uid.into());
+        p.metadata.name = Some(format!("p-{uid}"));
+        p.metadata.namespace = Some("ns".into());
+        p
+    }
+
+    fn status(phase: &str) -> PodStatus {
+        PodStatus {
+            phase: Some(phase.into()),
+            ..Default::default()
+        }
+    }
+
+    /// The newest status per pod wins while nothing was written yet (the Go status manager's
+    /// coalescing); different pods queue side by side.
+    #[tokio::test]
+    async fn queued_statuses_coalesce_per_pod_uid() {
+        let client = kube::Client::new(
+            tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+                Err::<http::Response<kube::client::Body>, std::io::Error>(std::io::Error::other(
+                    "no server in this test",
+                ))
+            }),
+            "default",
+        );
+        let m = StatusManager::new(client);
+        m.queue(&pod("a"), &status("Pending"));
+        m.queue(&pod("a"), &status("Running"));
+        m.queue(&pod("b"), &status("Pending"));
+        assert_eq!(m.pending_len(), 2);
+        let pending = m.inner.pending.lock().unwrap().clone();
+        assert_eq!(pending["a"].1.phase.as_deref(), Some("Running"));
+        m.forget("a");
+        assert_eq!(m.pending_len(), 1);
+    }
+
+    /// A status generated from an older pod snapshot keeps the start time and the transition
+    /// times of unchanged conditions of the status before it.
+    #[test]
+    fn a_newer_status_keeps_start_time_and_unchanged_transition_times() {
+        use k8s_openapi::api::core::v1::PodCondition;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let t = |s: i64| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let cond = |type_: &str, status: &str, at: i64| PodCondition {
+            type_: type_.into(),
+            status: status.into(),
+            last_transition_time: Some(t(at)),
+            ..Default::default()
+        };
+        let old = PodStatus {
+            start_time: Some(t(100)),
+            conditions: Some(vec![
+                cond("PodScheduled", "True", 90),
+                cond("PodReadyToStartContainers", "True", 101),
+                cond("Ready", "False", 100),
+            ]),
+            ..Default::default()
+        };
+        let mut new = PodStatus {
+            start_time: Some(t(109)),
+            conditions: Some(vec![
+                cond("PodScheduled", "True", 109),
+                cond("PodReadyToStartContainers", "True", 109),
+                cond("Ready", "True", 109),
+            ]),
+            ..Default::default()
+        };
+        carry_over(&old, &mut new);
+        assert_eq!(new.start_time, Some(t(100)));
+        let at = |n: &PodStatus, ty: &str| {
+            n.conditions
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|c| c.type_ == ty)
+                .unwrap()
+                .last_transition_time
+                .clone()
+        };
+        assert_eq!(at(&new, "PodScheduled"), Some(t(90)));
+        assert_eq!(at(&new, "PodReadyToStartContainers"), Some(t(101)));
+        assert_eq!(
+            at(&new, "Ready"),
+            Some(t(109)),
+            "a changed condition gets its new time"
+        );
+        // nothing to carry from a status without a start time
+        let mut fresh = PodStatus {
+            start_time: Some(t(5)),
+            ..Default::default()
+        };
+        carry_over(&PodStatus::default(), &mut fresh);
+        assert_eq!(fresh.start_time, Some(t(5)));
+    }
+
+    /// Standalone: nothing is queued, the status is kept at once.
+    #[test]
+    fn standalone_keeps_statuses_locally() {
+        let m = StatusManager::standalone();
+        m.queue(&pod("a"), &status("Running"));
+        assert_eq!(m.pending_len(), 0);
+        assert_eq!(
+            m.last_written("a").and_then(|s| s.phase),
+            Some("Running".into())
+        );
+    }
 
     #[test]
     fn merge_patch_removes_fields_that_went_away() {

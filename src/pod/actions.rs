@@ -135,6 +135,11 @@ fn check_backoff(
     Ok(())
 }
 
+/// k/k `containerSucceeded`: the newest instance is not running and exited with code 0.
+fn container_succeeded(last: Option<&ContainerStatus>) -> bool {
+    last.is_some_and(|l| l.state != ContainerState::Running && l.exit_code == 0)
+}
+
 fn next_attempt(last: Option<&ContainerStatus>) -> u32 {
     last.map(|l| l.attempt + 1).unwrap_or(0)
 }
@@ -167,13 +172,29 @@ pub fn compute_pod_actions(
     };
     if !sandbox_ok {
         let attempt = rt.latest_sandbox().map(|s| s.attempt + 1).unwrap_or(0);
-        let ever_ran = !rt.containers.is_empty();
-        if policy == "Never" && ever_ran {
-            // The Go kubelet does not re-create the sandbox of a Never pod whose containers
-            // already ran: the pod is finished.
+        // k/k computePodActions: a pod whose sandbox is gone gets a new one only when something
+        // will run in it. Kill (stop the old sandbox) either way.
+        let finished = |mut a: PodActions| {
             a.kill_pod = true;
             a.pod_done = true;
-            return a;
+            a
+        };
+        if policy == "Never" && !rt.containers.is_empty() {
+            // A Never pod whose containers already ran is finished. (Go also asks for a
+            // previous sandbox, `attempt != 0`, and relies on its pod worker's terminal state
+            // when every sandbox was removed; here the decision alone keeps the pod finished.)
+            return finished(a);
+        }
+        // The regular containers to start: all, less those OnFailure does not restart.
+        let to_start: Vec<&Container> = spec
+            .containers
+            .iter()
+            .filter(|c| !(policy == "OnFailure" && container_succeeded(rt.latest(&c.name))))
+            .collect();
+        let initialized = spec.containers.iter().any(|c| rt.latest(&c.name).is_some());
+        if to_start.is_empty() && initialized {
+            // Nothing left to start after initialization: no sandbox for a finished pod.
+            return finished(a);
         }
         a.kill_pod = !rt.sandboxes.is_empty() || rt.running().next().is_some();
         a.create_sandbox = Some(attempt);
@@ -185,17 +206,11 @@ pub fn compute_pod_actions(
                 attempt: next_attempt(rt.latest(&first.name)),
             });
         } else {
-            for c in &spec.containers {
-                let last = rt.latest(&c.name);
-                if policy == "OnFailure"
-                    && last.is_some_and(|l| l.state == ContainerState::Exited && l.exit_code == 0)
-                {
-                    continue;
-                }
+            for c in to_start {
                 a.start.push(Start {
                     name: c.name.clone(),
                     init: false,
-                    attempt: next_attempt(last),
+                    attempt: next_attempt(rt.latest(&c.name)),
                 });
             }
         }
@@ -500,6 +515,141 @@ mod tests {
         let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(101));
         assert!(a.start.is_empty());
         assert!(a.pod_done && a.kill_pod);
+    }
+
+    /// Issue 11 item 3: once a pod is finished, no path asks for a new sandbox: OnFailure and
+    /// Never, with and without init containers and sidecars, with the sandbox stopped (as the
+    /// worker leaves it), dead under the finished containers, or still ready.
+    #[test]
+    fn a_finished_pod_never_gets_a_new_sandbox() {
+        use ContainerState::{Exited, Running};
+        let stopped = SandboxStatus {
+            ready: false,
+            ..sandbox()
+        };
+        let with_sidecar = |policy: &str| {
+            let mut p = pod(policy, &["main"], &["side"]);
+            p.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[0].restart_policy =
+                Some("Always".into());
+            p
+        };
+        // (case, pod, sandboxes, containers)
+        let cases: Vec<(&str, Pod, Vec<SandboxStatus>, Vec<ContainerStatus>)> = vec![
+            (
+                "OnFailure, exit 0, sandbox stopped",
+                pod("OnFailure", &["a"], &[]),
+                vec![stopped.clone()],
+                vec![ctr("a", 0, Exited, 0, 100)],
+            ),
+            (
+                "OnFailure, two containers both exit 0, sandbox stopped",
+                pod("OnFailure", &["a", "b"], &[]),
+                vec![stopped.clone()],
+                vec![ctr("a", 0, Exited, 0, 100), ctr("b", 0, Exited, 0, 100)],
+            ),
+            (
+                "OnFailure, exit 0 after a failed attempt, sandbox stopped",
+                pod("OnFailure", &["a"], &[]),
+                vec![stopped.clone()],
+                vec![ctr("a", 1, Exited, 0, 120), ctr("a", 0, Exited, 1, 100)],
+            ),
+            (
+                "OnFailure with an init container, sandbox stopped",
+                pod("OnFailure", &["a"], &["i"]),
+                vec![stopped.clone()],
+                vec![ctr("i", 0, Exited, 0, 90), ctr("a", 0, Exited, 0, 100)],
+            ),
+            (
+                "OnFailure with a sidecar, main exit 0, sandbox stopped",
+                with_sidecar("OnFailure"),
+                vec![stopped.clone()],
+                vec![
+                    ctr("side", 0, Exited, 137, 101),
+                    ctr("main", 0, Exited, 0, 100),
+                ],
+            ),
+            (
+                "Never, exit 0, sandbox stopped",
+                pod("Never", &["a"], &[]),
+                vec![stopped.clone()],
+                vec![ctr("a", 0, Exited, 0, 100)],
+            ),
+            (
+                "Never, exit 1, no sandbox left at all",
+                pod("Never", &["a"], &[]),
+                vec![],
+                vec![ctr("a", 0, Exited, 1, 100)],
+            ),
+            (
+                "Never with an init container that failed, sandbox stopped",
+                pod("Never", &["a"], &["i"]),
+                vec![stopped.clone()],
+                vec![ctr("i", 0, Exited, 1, 90)],
+            ),
+            (
+                "Never with a sidecar, main exit 0, sandbox stopped",
+                with_sidecar("Never"),
+                vec![stopped.clone()],
+                vec![
+                    ctr("side", 0, Exited, 137, 101),
+                    ctr("main", 0, Exited, 0, 100),
+                ],
+            ),
+            (
+                "OnFailure, exit 0, sandbox still ready",
+                pod("OnFailure", &["a"], &[]),
+                vec![sandbox()],
+                vec![ctr("a", 0, Exited, 0, 100)],
+            ),
+            (
+                "OnFailure with a sidecar still running, main exit 0",
+                with_sidecar("OnFailure"),
+                vec![sandbox()],
+                vec![
+                    ctr("side", 0, Running, 0, 0),
+                    ctr("main", 0, Exited, 0, 100),
+                ],
+            ),
+        ];
+        for (case, p, sandboxes, containers) in cases {
+            let rt = PodRuntimeStatus {
+                sandboxes,
+                containers,
+            };
+            let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(200));
+            assert_eq!(a.create_sandbox, None, "{case}: no new sandbox");
+            assert!(a.start.is_empty(), "{case}: nothing starts: {:?}", a.start);
+            assert!(a.pod_done, "{case}: the pod is done");
+        }
+    }
+
+    /// The other side of the rule: a sandbox that died under a pod with work left is
+    /// re-created (an OnFailure container that failed; a pod that never ran a container).
+    #[test]
+    fn a_dead_sandbox_is_recreated_while_containers_have_work_left() {
+        let stopped = SandboxStatus {
+            ready: false,
+            ..sandbox()
+        };
+        let rt = PodRuntimeStatus {
+            sandboxes: vec![stopped.clone()],
+            containers: vec![ctr("a", 0, ContainerState::Exited, 2, 100)],
+        };
+        let p = pod("OnFailure", &["a"], &[]);
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(200));
+        assert_eq!(a.create_sandbox, Some(1));
+        assert_eq!(a.start.len(), 1);
+        let rt = PodRuntimeStatus {
+            sandboxes: vec![stopped],
+            containers: vec![],
+        };
+        let p = pod("Never", &["a"], &[]);
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(200));
+        assert_eq!(
+            a.create_sandbox,
+            Some(1),
+            "Never pod that never ran: retry the sandbox"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod dns;
 pub mod envvars;
+pub mod grace;
 pub mod mirror;
 pub mod runtime;
 pub mod spec;

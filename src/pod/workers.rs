@@ -18,7 +18,7 @@ use crate::image::{self, PullDecision, PullPolicy};
 use crate::prober::{PodProbes, ProbeEnv, ProbeUpdate};
 use crate::source::PodEvent;
 use crate::status::{generate_pod_status, StatusInputs, StatusManager};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Preconditions};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -271,6 +271,7 @@ impl PodWorkers {
             probe_rx,
             terminal_override: None,
             admitted: false,
+            finished: false,
             evicted_tx: self.evicted_tx.clone(),
         };
         let done = self.done_tx.clone();
@@ -448,6 +449,10 @@ struct PodWorker {
     terminal_override: Option<Arc<crate::eviction::TerminalStatus>>,
     /// Admission was decided (the first sync).
     admitted: bool,
+    /// The pod finished on this node (no container will run again, or the API says Succeeded or
+    /// Failed): the worker no longer syncs it, so it never gets another sandbox; it waits for
+    /// the deletion (k/k pod worker: terminated pods are not synced again).
+    finished: bool,
     /// Where to report a finished eviction.
     evicted_tx: mpsc::UnboundedSender<String>,
 }
@@ -455,6 +460,14 @@ struct PodWorker {
 /// A failure of one sync, already reported on the pod.
 #[derive(Debug)]
 struct SyncFailed;
+
+/// The API copy of the pod is in phase Succeeded or Failed.
+fn phase_is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
 
 fn deleting(u: &PodUpdate) -> bool {
     u.removed || u.pod.metadata.deletion_timestamp.is_some()
@@ -486,6 +499,23 @@ impl PodWorker {
                 // The status is re-written now and then in case a write failed (the status
                 // manager skips unchanged ones).
                 let _ = self.evicted_tx.send(super::uid(&update.pod).to_string());
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    r = self.rx.changed() => { if r.is_err() { return; } }
+                    _ = tokio::time::sleep(RESYNC_PERIOD) => {
+                        let latest = self.rx.borrow().pod.clone();
+                        self.write_status(&latest, true).await;
+                    }
+                }
+                continue;
+            }
+            if self.finished || phase_is_terminal(&update.pod) {
+                if !self.finished {
+                    // The API copy says the pod finished (e.g. before deckhand restarted):
+                    // nothing runs again; stop whatever is left (k/k UpdatePod of a pod whose
+                    // status and runtime are terminal goes straight to terminated).
+                    self.finish(&update.pod).await;
+                }
                 tokio::select! {
                     _ = cancel.cancelled() => return,
                     r = self.rx.changed() => { if r.is_err() { return; } }
@@ -555,7 +585,18 @@ impl PodWorker {
             compute_pod_actions(pod, &rt, &self.probes.results, &mut self.crash_backoff, now);
         self.crash_backoff.gc(now);
         let mut next = actions.next_sync;
+        if actions.create_sandbox.is_some() || !actions.start.is_empty() {
+            // The status as the worker takes up the work, before any sandbox, pull or start
+            // (k/k SyncPod sets the status first): startTime, PodScheduled, Initialized or not,
+            // containers waiting in ContainerCreating / PodInitializing.
+            if let Some((base, status)) = self.status_to_write(pod, &rt, false) {
+                self.ctx.status.queue(&base, &status);
+            }
+        }
         let result = self.execute(pod, &rt, &actions).await;
+        if actions.pod_done {
+            self.finished = true;
+        }
         if let Some(t) = self.image_backoff_next() {
             next = Some(next.map_or(t, |n| n.min(t)));
         }
@@ -596,47 +637,40 @@ impl PodWorker {
             .earliest_end_since_update(Timestamp::now())
     }
 
+    /// Hands the pod's current status to the status manager (which writes it in the background,
+    /// newest first) and keeps the probe tasks in step with the running containers.
     async fn write_status(&mut self, pod: &Pod, terminal: bool) {
-        if let Some(o) = self.terminal_override.clone().filter(|o| o.rejected) {
-            // refused at admission: the minimal status the Go kubelet's rejectPod writes
-            let latest = self.rx.borrow().pod.clone();
-            let base = if super::uid(&latest) == super::uid(pod) {
-                latest
-            } else {
-                pod.clone()
-            };
-            let status = o.rejected_status(&base, crate::time::truncate(Timestamp::now()));
+        if let Some((base, status)) = self.observe_status(pod, terminal).await {
+            self.ctx.status.queue(&base, &status);
+        }
+    }
+
+    /// Writes the pod's status now and waits for the API server (the terminal status that must
+    /// land before the pod object is deleted).
+    async fn write_status_now(&mut self, pod: &Pod, terminal: bool) {
+        if let Some((base, status)) = self.observe_status(pod, terminal).await {
             if let Err(e) = self.ctx.status.set_pod_status(&base, &status).await {
-                tracing::warn!(error = %e, "status update failed; will retry");
+                tracing::warn!(error = %e, "status update failed");
             }
-            return;
+        }
+    }
+
+    /// Reads the runtime and returns the status to write (see [`Self::status_to_write`]), after
+    /// reconciling the probe tasks with the running containers.
+    async fn observe_status(&mut self, pod: &Pod, terminal: bool) -> Option<(Pod, PodStatus)> {
+        if self.terminal_override.as_ref().is_some_and(|o| o.rejected) {
+            return self.status_to_write(pod, &PodRuntimeStatus::default(), terminal);
         }
         let rt = match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
             Ok(rt) => rt,
             Err(e) => {
                 tracing::warn!(error = %e, "reading pod state for status failed");
-                return;
+                return None;
             }
         };
-        let status = generate_pod_status(
-            pod,
-            &StatusInputs {
-                runtime: &rt,
-                waiting: &self.waiting,
-                runtime_name: &self.ctx.runtime_name,
-                node_ips: &self.ctx.node_ips,
-                terminal,
-                now: crate::time::truncate(Timestamp::now()),
-                probes: &self.probes.results,
-            },
-        );
-        let mut status = status;
-        if let Some(o) = &self.terminal_override {
-            o.apply(&mut status);
-        }
-        let terminal = terminal || self.terminal_override.is_some();
+        let out = self.status_to_write(pod, &rt, terminal);
         // Probe tasks follow the running container instances.
-        if terminal {
+        if terminal || self.terminal_override.is_some() {
             self.probes.stop_all();
         } else {
             let pod_ip = rt
@@ -656,16 +690,62 @@ impl PodWorker {
             };
             self.probes.reconcile(pod, &pod_ip, &running, &env);
         }
-        // Base the comparison on the newest copy of the pod we have.
+        out
+    }
+
+    /// The status of `pod` for runtime state `rt`, and the pod object to write it on (the
+    /// newest copy we have, so the status manager diffs against the newest API status).
+    /// A pod refused at admission gets the minimal status the Go kubelet's rejectPod writes.
+    fn status_to_write(
+        &self,
+        pod: &Pod,
+        rt: &PodRuntimeStatus,
+        terminal: bool,
+    ) -> Option<(Pod, PodStatus)> {
         let latest = self.rx.borrow().pod.clone();
         let base = if super::uid(&latest) == super::uid(pod) {
             latest
         } else {
             pod.clone()
         };
-        if let Err(e) = self.ctx.status.set_pod_status(&base, &status).await {
-            tracing::warn!(error = %e, "status update failed; will retry");
+        let now = crate::time::truncate(Timestamp::now());
+        if let Some(o) = self.terminal_override.clone().filter(|o| o.rejected) {
+            let status = o.rejected_status(&base, now);
+            return Some((base, status));
         }
+        let mut status = generate_pod_status(
+            pod,
+            &StatusInputs {
+                runtime: rt,
+                waiting: &self.waiting,
+                runtime_name: &self.ctx.runtime_name,
+                node_ips: &self.ctx.node_ips,
+                terminal,
+                now,
+                probes: &self.probes.results,
+            },
+        );
+        if let Some(o) = &self.terminal_override {
+            o.apply(&mut status);
+        }
+        Some((base, status))
+    }
+
+    /// Stops what is left of a pod that finished and reports its terminal status; the worker
+    /// syncs it no more.
+    async fn finish(&mut self, pod: &Pod) {
+        self.finished = true;
+        match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+            Ok(rt) => {
+                if rt.running().next().is_some() || rt.sandboxes.iter().any(|s| s.ready) {
+                    tracing::info!("pod is finished; stopping what still runs");
+                    self.kill_pod(pod, &rt, pod_grace_seconds(pod)).await;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "reading the finished pod's runtime state failed"),
+        }
+        self.probes.stop_all();
+        self.write_status(pod, true).await;
     }
 
     /// Carries out the actions. Failures are recorded on the pod (waiting reasons, events).
@@ -728,7 +808,14 @@ impl PodWorker {
         }
 
         // Volumes: set up before any container of the pod starts.
-        let volumes = match crate::volume::setup(&ctx.client, &ctx.root_dir, pod).await {
+        let volumes = match crate::volume::setup(
+            &ctx.client,
+            &ctx.root_dir,
+            pod,
+            &ctx.node_allocatable_milli,
+        )
+        .await
+        {
             Ok(v) => {
                 self.volumes_refreshed = Some(Instant::now());
                 v
@@ -803,10 +890,30 @@ impl PodWorker {
                     return Err(SyncFailed);
                 }
             }
-            pod_ip = match ctx.cri.pod_sandbox_status(&sandbox_id).await {
-                Ok(st) => st.network.map(|n| n.ip).unwrap_or_default(),
-                Err(_) => String::new(),
+            let network = match ctx.cri.pod_sandbox_status(&sandbox_id).await {
+                Ok(st) => st.network,
+                Err(_) => None,
             };
+            pod_ip = network.as_ref().map(|n| n.ip.clone()).unwrap_or_default();
+            // The sandbox is ready: PodReadyToStartContainers and the pod IPs go out before any
+            // image pull or container start.
+            let mut with_sandbox = rt.clone();
+            with_sandbox.sandboxes.insert(
+                0,
+                super::runtime::SandboxStatus {
+                    id: sandbox_id.clone(),
+                    attempt,
+                    ready: true,
+                    ip: (!pod_ip.is_empty()).then(|| pod_ip.clone()),
+                    additional_ips: network
+                        .map(|n| n.additional_ips.into_iter().map(|i| i.ip).collect())
+                        .unwrap_or_default(),
+                    created_at: Timestamp::now().as_nanosecond() as i64,
+                },
+            );
+            if let Some((base, status)) = self.status_to_write(pod, &with_sandbox, false) {
+                ctx.status.queue(&base, &status);
+            }
         } else {
             let s = rt
                 .latest_sandbox()
@@ -869,7 +976,14 @@ impl PodWorker {
             return;
         }
         self.volumes_refreshed = Some(Instant::now());
-        if let Err(e) = crate::volume::setup(&self.ctx.client, &self.ctx.root_dir, pod).await {
+        if let Err(e) = crate::volume::setup(
+            &self.ctx.client,
+            &self.ctx.root_dir,
+            pod,
+            &self.ctx.node_allocatable_milli,
+        )
+        .await
+        {
             tracing::warn!(error = %e, "volume refresh failed");
             self.ctx.recorder.pod(
                 pod,
@@ -1469,41 +1583,76 @@ impl PodWorker {
 
     /// Terminates a deleted or removed pod: kill with the grace period, report the terminal
     /// status, complete the deletion in the API server, then remove the sandbox, log and pod
-    /// directories.
+    /// directories. A shorter grace period arriving meanwhile (a second delete with
+    /// `--grace-period`, a force delete) re-issues the kill with it, as the Go pod worker
+    /// cancels the running termination and starts it again with the effective grace period; a
+    /// preStop hook that hangs counts against the shortened period too.
     async fn terminate(&mut self, update: PodUpdate, cancel: &CancellationToken) {
         let ctx = self.ctx.clone();
-        let pod = update.pod;
+        let mut pod = update.pod;
+        let mut removed = update.removed;
         let uid = super::uid(&pod).to_string();
-        let grace = if update.removed && pod.metadata.deletion_timestamp.is_none() {
-            // Vanished without a graceful delete (force delete, or deleted while we were down).
-            1
-        } else {
-            pod_grace_seconds(&pod)
-        };
-        tracing::info!(
-            grace_seconds = grace,
-            removed = update.removed,
-            "terminating pod"
-        );
+        let abrupt =
+            |removed: bool, pod: &Pod| removed && pod.metadata.deletion_timestamp.is_none();
+        let mut grace = super::grace::effective_grace_period(None, &pod, abrupt(removed, &pod));
+        tracing::info!(grace_seconds = grace, removed, "terminating pod");
+        let mut rx = self.rx.clone();
         let mut delay = Duration::from_secs(1);
         loop {
-            match PodRuntimeStatus::observe(&ctx.cri, &uid).await {
-                Ok(rt) => {
-                    self.kill_pod(&pod, &rt, grace).await;
-                    break;
-                }
+            let rt = match PodRuntimeStatus::observe(&ctx.cri, &uid).await {
+                Ok(rt) => rt,
                 Err(e) => {
                     tracing::warn!(error = %e, "reading runtime state for termination failed; retrying");
                     tokio::select! { _ = cancel.cancelled() => return, _ = tokio::time::sleep(delay) => {} }
                     delay = (delay * 2).min(Duration::from_secs(30));
+                    continue;
+                }
+            };
+            let shorter = {
+                let kill = self.kill_pod(&pod, &rt, grace);
+                tokio::pin!(kill);
+                loop {
+                    tokio::select! {
+                        _ = &mut kill => break None,
+                        _ = cancel.cancelled() => return,
+                        changed = rx.changed() => {
+                            if changed.is_err() {
+                                // no more updates can come: finish this kill
+                                (&mut kill).await;
+                                break None;
+                            }
+                            let u = rx.borrow_and_update().clone();
+                            let g = super::grace::effective_grace_period(
+                                Some(grace),
+                                &u.pod,
+                                abrupt(u.removed, &u.pod),
+                            );
+                            if g < grace {
+                                break Some((g, u));
+                            }
+                        }
+                    }
+                }
+            };
+            match shorter {
+                None => break,
+                Some((g, u)) => {
+                    tracing::info!(
+                        grace_seconds = g,
+                        previous_seconds = grace,
+                        "grace period shortened; killing again"
+                    );
+                    grace = g;
+                    removed = removed || u.removed;
+                    pod = u.pod;
                 }
             }
         }
-        if !update.removed {
+        if !removed {
             // Report the terminal phase, then finish the deletion (status first, as the Go
             // kubelet requires a terminal phase before the object is removed).
             let latest = self.rx.borrow().pod.clone();
-            self.write_status(&latest, true).await;
+            self.write_status_now(&latest, true).await;
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
             let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
             let dp = DeleteParams {
@@ -1615,17 +1764,10 @@ async fn kill_container(
     }
 }
 
-/// The grace period for stopping a pod's containers: `metadata.deletionGracePeriodSeconds`,
-/// else `spec.terminationGracePeriodSeconds`, else 30 (k/k `kuberuntime_container.go` killContainer).
+/// The grace period for stopping a pod's containers, in seconds ([`super::grace::requested_grace_seconds`]:
+/// `metadata.deletionGracePeriodSeconds`, else `spec.terminationGracePeriodSeconds`, else 30).
 pub fn pod_grace_seconds(pod: &Pod) -> i64 {
-    pod.metadata
-        .deletion_grace_period_seconds
-        .or_else(|| {
-            pod.spec
-                .as_ref()
-                .and_then(|s| s.termination_grace_period_seconds)
-        })
-        .unwrap_or(spec::DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS)
+    super::grace::requested_grace_seconds(pod)
 }
 
 /// `/var/log/containers/<pod>_<ns>_<container>-<id>.log` → the CRI log file, as the Go kubelet

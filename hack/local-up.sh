@@ -16,6 +16,8 @@
 #   hack/local-up.sh restart-deckhand  rebuild deckhand if needed, stop it, start it again (and
 #                                      restart deckhand-scheduler if its binary was rebuilt)
 #   hack/local-up.sh restart-scheduler rebuild deckhand-scheduler if needed, stop it, start it again
+#   hack/local-up.sh stop-apiserver    stop kube-apiserver only (an API server outage, for tests)
+#   hack/local-up.sh start-apiserver   start it again and wait until it is ready
 #
 # Environment:
 #   NODE_NAME              node name (default: lowercased `hostname`)
@@ -1754,6 +1756,18 @@ cmd_restart_scheduler() {
   start_scheduler || die_log deckhand-scheduler "deckhand-scheduler did not start"
 }
 
+# an API server outage for the reliability tests: everything else (etcd, the controller-manager,
+# containerd, deckhand, the scheduler, kube-proxy) keeps running
+cmd_stop_apiserver() {
+  [ -n "$(pid_of kube-apiserver)" ] || die "kube-apiserver is not running"
+  stop_daemon kube-apiserver
+}
+
+cmd_start_apiserver() {
+  [ -n "$(pid_of etcd)" ] || die "etcd is not running (run hack/local-up.sh first)"
+  step_apiserver
+}
+
 # one harness run at a time: tests may call restart-deckhand while someone else runs up or down
 take_lock() {
   mkdir -p "$STATE"
@@ -1773,8 +1787,10 @@ main() {
     status) cmd_status ;;
     restart-deckhand) take_lock; cmd_restart_deckhand ;;
     restart-scheduler) take_lock; cmd_restart_scheduler ;;
+    stop-apiserver) take_lock; cmd_stop_apiserver ;;
+    start-apiserver) take_lock; cmd_start_apiserver ;;
     -h|--help|help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand | restart-scheduler)" ;;
+    *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand | restart-scheduler | stop-apiserver | start-apiserver)" ;;
   esac
 }
 

@@ -305,7 +305,8 @@ pub fn make_environment(
 /// The value of a `resourceFieldRef` (k/k `pkg/api/v1/resource` ExtractContainerResourceValue):
 /// `limits.cpu`/`requests.cpu` in units of `divisor` (default 1 core) rounded up,
 /// `limits.memory`/`requests.memory` and ephemeral-storage in units of `divisor` (default 1
-/// byte) rounded up. A missing limit is the node's allocatable, as the Go kubelet defaults it.
+/// byte) rounded up; a zero divisor is the default. A missing limit is the node's allocatable, as
+/// the Go kubelet defaults it.
 ///
 /// Errors: an unsupported resource name or an invalid divisor.
 pub fn resource_value(
@@ -337,13 +338,18 @@ pub fn resource_value(
         get(res.and_then(|r| r.requests.as_ref()))
     }
     .unwrap_or(0);
+    // a zero divisor (the API server stores a volume item's unset divisor as "0") means the
+    // default, as ExtractContainerResourceValue compares it with the zero Quantity
     let div = match divisor {
         None | Some("") => 1000,
-        Some(d) => crate::quantity::parse_milli(d)
-            .map_err(|_| format!("invalid divisor {d:?}"))?
-            .max(0),
+        Some(d) => {
+            match crate::quantity::parse_milli(d).map_err(|_| format!("invalid divisor {d:?}"))? {
+                0 => 1000,
+                v => v,
+            }
+        }
     };
-    if div == 0 {
+    if div < 0 {
         return Err("divisor must be positive".into());
     }
     Ok(((q + div - 1) / div).to_string())

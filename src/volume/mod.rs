@@ -915,6 +915,8 @@ mod tests {
             item("mem_limit", "limits.memory", None),
             item("cpu_limit", "limits.cpu", Some("1m")),
             item("mem_request", "requests.memory", Some("1Mi")),
+            // what the API server stores for an item without a divisor
+            item("mem_limit_zero_divisor", "limits.memory", Some("0")),
         ];
         let mut payload = Payload::new();
         add_downward(&mut payload, &pod, &items, 0o644, &alloc).unwrap();
@@ -922,6 +924,7 @@ mod tests {
         assert_eq!(text("mem_limit"), "4000000000");
         assert_eq!(text("cpu_limit"), "2000");
         assert_eq!(text("mem_request"), "32");
+        assert_eq!(text("mem_limit_zero_divisor"), "4000000000");
         for (path, res, div) in [
             ("mem_limit", "limits.memory", None),
             ("cpu_limit", "limits.cpu", Some("1m")),

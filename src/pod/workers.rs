@@ -1528,8 +1528,8 @@ impl PodWorker {
     }
 
     /// Stops a pod the eviction manager evicts: kill its containers with the eviction's grace
-    /// period, report `Failed` with the eviction's reason, message and `DisruptionTarget`
-    /// condition, and tear down its volumes (so an emptyDir's space comes back at once). The
+    /// period, tear down its volumes (so an emptyDir's space comes back at once), and report
+    /// `Failed` with the eviction's reason, message and `DisruptionTarget` condition. The
     /// pod object stays until it is deleted (k/k `killPodNow` with a status function).
     async fn evict(&mut self, pod: &Pod, ev: Arc<crate::eviction::TerminalStatus>) {
         tracing::info!(message = %ev.message, "evicting pod");
@@ -1539,13 +1539,14 @@ impl PodWorker {
             Err(e) => tracing::warn!(error = %e, "reading pod state for eviction failed"),
         }
         self.probes.stop_all();
-        let latest = self.rx.borrow().pod.clone();
-        self.write_status(&latest, true).await;
+        // volumes first, so the space of its emptyDirs is back when the pod shows Failed
         let uid = super::uid(pod).to_string();
         if let Err(e) = crate::volume::teardown(&self.ctx.root_dir, &uid).await {
             tracing::warn!(error = %e, "tearing down the evicted pod's volumes failed");
         }
         crate::volume::tokens().forget_pod(&uid);
+        let latest = self.rx.borrow().pod.clone();
+        self.write_status(&latest, true).await;
     }
 
     async fn kill_pod(&self, pod: &Pod, rt: &PodRuntimeStatus, grace: i64) {

@@ -4,8 +4,10 @@
 //! [`CriClient`] is a thin typed wrapper over the tonic clients; every `tonic::Status` is mapped to
 //! a [`CriError`] in one place ([`CriError::from_status`]). The labels and annotations the Go
 //! kubelet puts on sandboxes and containers (k/k `pkg/kubelet/kuberuntime/labels.go`) are named
-//! in [`labels`].
+//! in [`labels`]. [`fake::FakeRuntime`] is an in-memory runtime behind the same client, for
+//! component tests.
 
+pub mod fake;
 pub mod labels;
 
 use std::path::PathBuf;

@@ -1,0 +1,507 @@
+//! Component tests (tier 2 of ../shared/DESIGN.md): the pod workers driven through whole
+//! lifecycles with the fake runtime ([`deckhand::cri::fake::FakeRuntime`], reached through the
+//! real CRI client) and an in-memory API server (a `tower` service behind `kube::Client` that
+//! records pod status patches, events and deletions). No cluster, no containerd: these run in
+//! seconds in README command 2.
+
+use deckhand::cri::fake::FakeRuntime;
+use deckhand::pod::workers::{PodWorkers, SyncContext};
+use deckhand::source::PodEvent;
+use deckhand::status::StatusManager;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+const NODE: &str = "node-1";
+
+/// What the in-memory API server was asked to do.
+#[derive(Default)]
+struct ApiRecord {
+    /// The newest status of each pod (by name), merged from the status patches.
+    statuses: BTreeMap<String, Value>,
+    /// Every status patch's result (pod name, merged status), in order.
+    history: Vec<(String, Value)>,
+    /// Pods deleted (by name), in order.
+    deleted: Vec<String>,
+    /// Event reasons, in order.
+    events: Vec<String>,
+}
+
+/// RFC 7386 merge of `patch` into `target`.
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+fn fake_api() -> (kube::Client, Arc<Mutex<ApiRecord>>) {
+    let record = Arc::new(Mutex::new(ApiRecord::default()));
+    let rec = record.clone();
+    let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let rec = rec.clone();
+        async move {
+            use http_body_util::BodyExt;
+            let method = req.method().clone();
+            let path = req.uri().path().to_string();
+            let body = req.into_body().collect().await?.to_bytes();
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+            // api/v1/namespaces/<ns>/<resource>/<name>[/<sub>]
+            let (ns, resource, name, sub) = (
+                parts.get(3).copied().unwrap_or(""),
+                parts.get(4).copied().unwrap_or(""),
+                parts.get(5).copied().unwrap_or(""),
+                parts.get(6).copied().unwrap_or(""),
+            );
+            let pod = |status: Value| {
+                json!({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": name, "namespace": ns}, "status": status})
+            };
+            let (code, out) = match (method.as_str(), resource, sub) {
+                ("PATCH", "pods", "status") => {
+                    let mut r = rec.lock().unwrap();
+                    let st = r.statuses.entry(name.to_string()).or_insert(json!({}));
+                    merge(st, &body["status"]);
+                    let st = st.clone();
+                    r.history.push((name.to_string(), st.clone()));
+                    (200, pod(st))
+                }
+                ("DELETE", "pods", "") => {
+                    rec.lock().unwrap().deleted.push(name.to_string());
+                    (200, pod(Value::Null))
+                }
+                ("POST", "events", _) => {
+                    let reason = body["reason"].as_str().unwrap_or("").to_string();
+                    rec.lock().unwrap().events.push(reason);
+                    (201, body)
+                }
+                ("PATCH", "events", _) => (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "Event",
+                    "metadata": {"name": name, "namespace": ns}, "involvedObject": {}}),
+                ),
+                _ => (
+                    404,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": format!("{path} not found"), "reason": "NotFound", "code": 404}),
+                ),
+            };
+            let resp = http::Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(http_body_util::Full::new(bytes::Bytes::from(
+                    serde_json::to_vec(&out).unwrap(),
+                )))
+                .unwrap();
+            Ok::<_, tower::BoxError>(resp)
+        }
+    });
+    (kube::Client::new(svc, "default"), record)
+}
+
+/// A running set of pod workers over the fake runtime and the in-memory API server.
+struct Harness {
+    runtime: FakeRuntime,
+    api: Arc<Mutex<ApiRecord>>,
+    pods: mpsc::Sender<PodEvent>,
+    pleg: mpsc::Sender<String>,
+    cancel: CancellationToken,
+    _dir: TempDir,
+}
+
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Harness {
+    /// Pod workers on `runtime` (a new one, or one kept from a previous harness: a deckhand
+    /// restart).
+    async fn start(runtime: FakeRuntime) -> Harness {
+        let dir =
+            std::env::temp_dir().join(format!("deckhand-component-{:08x}", rand::random::<u32>()));
+        std::fs::create_dir_all(dir.join("logs/pods")).unwrap();
+        let (client, api) = fake_api();
+        let status = StatusManager::new(client.clone());
+        let cancel = CancellationToken::new();
+        {
+            let status = status.clone();
+            let c = cancel.clone();
+            tokio::spawn(async move { status.run(c).await });
+        }
+        let ctx = Arc::new(SyncContext {
+            client: client.clone(),
+            cri: runtime.client().await,
+            status,
+            recorder: deckhand::events::EventRecorder::start(client.clone(), NODE),
+            node_name: NODE.into(),
+            node_ips: vec!["10.250.0.1".into()],
+            root_dir: dir.join("root"),
+            pod_logs_dir: dir.join("logs/pods").display().to_string(),
+            runtime_name: "fake".into(),
+            pull_lock: tokio::sync::Mutex::new(()),
+            services: None,
+            node_allocatable_milli: BTreeMap::new(),
+            dns: Default::default(),
+            cgroups: None,
+            cgroup_driver: deckhand::cm::CgroupDriver::Cgroupfs,
+            memory_capacity_bytes: 8 << 30,
+            pressure: None,
+        });
+        let (pods, pods_rx) = mpsc::channel(16);
+        let (pleg, pleg_rx) = mpsc::channel(16);
+        let (commands, commands_rx) = mpsc::channel(1);
+        drop(commands);
+        let workers = PodWorkers::new(ctx);
+        let c = cancel.clone();
+        tokio::spawn(async move { workers.run(pods_rx, pleg_rx, commands_rx, c).await });
+        Harness {
+            runtime,
+            api,
+            pods,
+            pleg,
+            cancel,
+            _dir: TempDir(dir),
+        }
+    }
+
+    /// Sends `pod` to the workers; the in-memory API server holds its status from then on (a
+    /// status patch merges onto it, as on the real server).
+    async fn apply(&self, pod: &Pod) {
+        let name = pod.metadata.name.clone().unwrap();
+        let status = serde_json::to_value(pod.status.clone().unwrap_or_default()).unwrap();
+        self.api
+            .lock()
+            .unwrap()
+            .statuses
+            .entry(name)
+            .or_insert(status);
+        self.pods.send(PodEvent::Apply(pod.clone())).await.unwrap();
+    }
+
+    /// Tells the workers the runtime changed for `pod` (what PLEG does on a container event).
+    async fn poke(&self, pod: &Pod) {
+        let uid = pod.metadata.uid.clone().unwrap();
+        self.pleg.send(uid).await.unwrap();
+    }
+
+    fn phase(&self, name: &str) -> Option<String> {
+        let r = self.api.lock().unwrap();
+        r.statuses.get(name)?["phase"].as_str().map(String::from)
+    }
+
+    fn deleted(&self, name: &str) -> bool {
+        self.api.lock().unwrap().deleted.iter().any(|d| d == name)
+    }
+
+    async fn stop(self) {
+        self.cancel.cancel();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Polls `check` every 20 ms for up to `timeout`.
+async fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn pod(name: &str, restart_policy: &str, extra: Value) -> Pod {
+    let mut spec = json!({
+        "nodeName": NODE,
+        "restartPolicy": restart_policy,
+        "terminationGracePeriodSeconds": 30,
+        "containers": [{"name": "main", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent",
+                        "command": ["sleep", "3600"]}],
+    });
+    merge(&mut spec, &extra);
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }))
+    .unwrap()
+}
+
+/// Lets the runtime's container `name` of `h` exit with `code`, tells the worker, and waits for
+/// the pod's phase to become `phase`.
+async fn exit_and_wait(h: &Harness, p: &Pod, container: &str, code: i32, phase: &str) {
+    let c = eventually(Duration::from_secs(10), "the container runs", || {
+        h.runtime.running(container)
+    })
+    .await;
+    h.runtime.exit(&c.id, code);
+    h.poke(p).await;
+    eventually(Duration::from_secs(10), &format!("phase {phase}"), || {
+        (h.phase(p.metadata.name.as_deref().unwrap()).as_deref() == Some(phase)).then_some(())
+    })
+    .await;
+}
+
+/// Pokes the workers a few times over `d`, as PLEG relists and resyncs would.
+async fn keep_poking(h: &Harness, p: &Pod, d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        h.poke(p).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 11 item 3: an OnFailure pod whose container exits 0 is Succeeded and keeps its one
+/// sandbox, stopped; nothing is created again however often the worker is woken.
+#[tokio::test]
+async fn an_on_failure_pod_that_succeeded_keeps_its_one_sandbox() {
+    let h = Harness::start(FakeRuntime::new()).await;
+    let p = pod("ok", "OnFailure", json!({}));
+    h.apply(&p).await;
+    exit_and_wait(&h, &p, "main", 0, "Succeeded").await;
+    keep_poking(&h, &p, Duration::from_secs(2)).await;
+    assert_eq!(
+        h.runtime.count("RunPodSandbox"),
+        1,
+        "{:?}",
+        h.runtime.calls()
+    );
+    let sandboxes = h.runtime.sandboxes();
+    assert_eq!(sandboxes.len(), 1);
+    assert!(!sandboxes[0].ready, "the finished pod's sandbox is stopped");
+    assert_eq!(h.runtime.count("CreateContainer"), 1);
+    h.stop().await;
+}
+
+/// The same for a Never pod that failed and an OnFailure pod with an init container, and when
+/// the stopped sandbox disappears afterwards (removed by someone else).
+#[tokio::test]
+async fn finished_pods_get_no_new_sandbox_even_when_theirs_disappears() {
+    let h = Harness::start(FakeRuntime::new()).await;
+    let never = pod("never", "Never", json!({}));
+    let init = pod(
+        "init",
+        "OnFailure",
+        json!({"initContainers": [{"name": "setup", "image": "busybox:1.36",
+               "imagePullPolicy": "IfNotPresent", "command": ["true"]}]}),
+    );
+    h.apply(&never).await;
+    exit_and_wait(&h, &never, "main", 1, "Failed").await;
+    h.apply(&init).await;
+    exit_and_wait(&h, &init, "setup", 0, "Running").await;
+    exit_and_wait(&h, &init, "main", 0, "Succeeded").await;
+    let before = h.runtime.count("RunPodSandbox");
+    assert_eq!(before, 2, "one sandbox per pod: {:?}", h.runtime.calls());
+    // the stopped sandboxes vanish (as a runtime-side cleanup would do)
+    let client = h.runtime.client().await;
+    for sb in h.runtime.sandboxes() {
+        client.remove_pod_sandbox(&sb.id).await.unwrap();
+    }
+    keep_poking(&h, &never, Duration::from_secs(1)).await;
+    keep_poking(&h, &init, Duration::from_secs(1)).await;
+    assert_eq!(
+        h.runtime.count("RunPodSandbox"),
+        before,
+        "{:?}",
+        h.runtime.calls()
+    );
+    h.stop().await;
+}
+
+/// A deckhand restart between the pod's end and its next sync: the new workers find the pod
+/// Succeeded in the API (or the exited container with its sandbox stopped) and start nothing.
+#[tokio::test]
+async fn a_restart_after_a_pod_finished_starts_nothing() {
+    let runtime = FakeRuntime::new();
+    let h = Harness::start(runtime.clone()).await;
+    let p = pod("done", "OnFailure", json!({}));
+    h.apply(&p).await;
+    exit_and_wait(&h, &p, "main", 0, "Succeeded").await;
+    let status = h.api.lock().unwrap().statuses["done"].clone();
+    h.stop().await;
+    // restart 1: the API copy says Succeeded
+    let h = Harness::start(runtime.clone()).await;
+    let mut finished = p.clone();
+    finished.status = Some(serde_json::from_value(status).unwrap());
+    h.apply(&finished).await;
+    keep_poking(&h, &finished, Duration::from_secs(1)).await;
+    h.stop().await;
+    // restart 2: the status was never written (the API still says Pending)
+    let h = Harness::start(runtime.clone()).await;
+    h.apply(&p).await;
+    keep_poking(&h, &p, Duration::from_secs(1)).await;
+    eventually(
+        Duration::from_secs(5),
+        "Succeeded from the runtime state",
+        || (h.phase("done").as_deref() == Some("Succeeded")).then_some(()),
+    )
+    .await;
+    assert_eq!(runtime.count("RunPodSandbox"), 1, "{:?}", runtime.calls());
+    assert_eq!(runtime.count("CreateContainer"), 1);
+    h.stop().await;
+}
+
+fn deleted(p: &Pod, grace: i64) -> Pod {
+    let mut d = p.clone();
+    d.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    d.metadata.deletion_grace_period_seconds = Some(grace);
+    d
+}
+
+/// Issue 11 item 4: deleted with an 86400 s grace period, a container that ignores SIGTERM
+/// keeps running; a second delete with a 1 s grace period stops it within seconds and the pod
+/// is removed.
+#[tokio::test]
+async fn a_later_shorter_grace_period_stops_the_pod_within_seconds() {
+    let h = Harness::start(FakeRuntime::new()).await;
+    h.runtime.ignore_stop_signal("main");
+    let p = pod(
+        "stubborn",
+        "Always",
+        json!({"terminationGracePeriodSeconds": 86400}),
+    );
+    h.apply(&p).await;
+    eventually(Duration::from_secs(10), "running", || {
+        h.runtime.running("main")
+    })
+    .await;
+    h.apply(&deleted(&p, 86400)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        h.runtime.running("main").is_some(),
+        "the long grace period runs"
+    );
+    assert!(!h.deleted("stubborn"));
+    let shortened = Instant::now();
+    h.apply(&deleted(&p, 1)).await;
+    eventually(Duration::from_secs(6), "the pod deleted in the API", || {
+        h.deleted("stubborn").then_some(())
+    })
+    .await;
+    assert!(h.runtime.running("main").is_none());
+    assert!(
+        shortened.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        shortened.elapsed()
+    );
+    // a longer grace period after that changes nothing (it only gets shorter)
+    h.stop().await;
+}
+
+/// A preStop hook that hangs runs against the shortened grace period too.
+#[tokio::test]
+async fn a_hanging_pre_stop_hook_is_cut_short_by_a_shorter_grace_period() {
+    let h = Harness::start(FakeRuntime::new()).await;
+    h.runtime.hang_exec("main");
+    let p = pod(
+        "prestop",
+        "Always",
+        json!({"terminationGracePeriodSeconds": 86400,
+               "containers": [{"name": "main", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent",
+                               "command": ["sleep", "3600"],
+                               "lifecycle": {"preStop": {"exec": {"command": ["sleep", "3600"]}}}}]}),
+    );
+    h.apply(&p).await;
+    eventually(Duration::from_secs(10), "running", || {
+        h.runtime.running("main")
+    })
+    .await;
+    h.apply(&deleted(&p, 86400)).await;
+    eventually(Duration::from_secs(5), "the preStop hook runs", || {
+        (h.runtime.count("ExecSync") >= 1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(h.runtime.running("main").is_some());
+    let shortened = Instant::now();
+    h.apply(&deleted(&p, 1)).await;
+    eventually(Duration::from_secs(8), "the pod deleted in the API", || {
+        h.deleted("prestop").then_some(())
+    })
+    .await;
+    assert!(h.runtime.running("main").is_none());
+    println!(
+        "terminated {:?} after the shorter grace period",
+        shortened.elapsed()
+    );
+    assert!(shortened.elapsed() < Duration::from_secs(6));
+    h.stop().await;
+}
+
+/// Issue 11 item 2: the first status goes out before the sandbox exists (ContainerCreating,
+/// startTime, conditions), one with PodReadyToStartContainers before the container runs, and
+/// startTime never moves.
+#[tokio::test]
+async fn a_starting_pod_shows_container_creating_before_it_runs() {
+    let h = Harness::start(FakeRuntime::new()).await;
+    let p = pod("starting", "Always", json!({}));
+    h.apply(&p).await;
+    eventually(Duration::from_secs(5), "Running", || {
+        (h.phase("starting").as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    let history: Vec<Value> = h
+        .api
+        .lock()
+        .unwrap()
+        .history
+        .iter()
+        .filter(|(n, _)| n == "starting")
+        .map(|(_, s)| s.clone())
+        .collect();
+    let cond = |st: &Value, t: &str| {
+        st["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+            .map(|c| c["status"].as_str().unwrap_or("").to_string())
+    };
+    let first = &history[0];
+    assert_eq!(first["phase"], "Pending", "{history:#?}");
+    assert!(first["startTime"].is_string(), "{first}");
+    assert_eq!(
+        first["containerStatuses"][0]["state"]["waiting"]["reason"], "ContainerCreating",
+        "{first}"
+    );
+    assert_eq!(cond(first, "PodScheduled").as_deref(), Some("True"));
+    assert_eq!(cond(first, "Initialized").as_deref(), Some("True"));
+    assert_eq!(
+        cond(first, "PodReadyToStartContainers").as_deref(),
+        Some("False")
+    );
+    assert!(
+        history.iter().any(|st| st["phase"] == "Pending"
+            && cond(st, "PodReadyToStartContainers").as_deref() == Some("True")
+            && st["podIP"].is_string()),
+        "a status with the sandbox ready before the container runs: {history:#?}"
+    );
+    let last = history.last().unwrap();
+    assert!(
+        history
+            .iter()
+            .all(|st| st["startTime"] == first["startTime"]),
+        "{history:#?}"
+    );
+    assert_eq!(last["phase"], "Running");
+    h.stop().await;
+}

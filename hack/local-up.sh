@@ -75,6 +75,8 @@ LOGS="$STATE/logs"
 # which checkout runs the machine's one local cluster (written by up, removed by down)
 OWNER_FILE=/run/deckhand-local-up.owner
 PIDS="$STATE/pids"
+# the Kubernetes objects local-up applies (see render_manifest)
+MANIFESTS="$ROOT/hack/manifests"
 
 NODE_NAME=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
 NODE_IP=10.250.0.1
@@ -671,105 +673,53 @@ ensure_root_fs() {
   log "deckhand: root dir $DECKHAND_ROOT_DIR is a tmpfs of $DECKHAND_ROOT_SIZE"
 }
 
+# Kubernetes objects live in hack/manifests/*.yaml. render_manifest FILE VAR...: the file with each
+# ${VAR} of the list replaced by the value of the shell variable VAR, nothing else expanded
+# ($(NODE_NAME) in a container's command stays as it is). A placeholder alone on its line takes a
+# multi-line value, every line indented like the placeholder. The list must name exactly the
+# placeholders the file has.
+render_manifest() {
+  local file=$1 name value line indent want have; shift
+  [ -f "$file" ] || die "manifest $file is missing"
+  have=$(grep -o '\${[A-Za-z_][A-Za-z0-9_]*}' "$file" | tr -d '${}' | sort -u | tr '\n' ' ')
+  want=$(printf '%s\n' "$@" | sort -u | tr '\n' ' ')
+  [ "$have" = "$want" ] || die "$file has the placeholders ${have:-(none) }but the list is ${want:-(none) }"
+  while IFS= read -r line || [ -n "$line" ]; do
+    for name in "$@"; do
+      [[ "$line" == *"\${$name}"* ]] || continue
+      value=${!name}
+      if [[ "$value" == *$'\n'* && "$line" =~ ^([[:space:]]*)\$\{$name\}$ ]]; then
+        indent=${BASH_REMATCH[1]}
+        line=$indent${value//$'\n'/$'\n'$indent}
+      else
+        line=${line//"\${$name}"/"$value"}
+      fi
+    done
+    printf '%s\n' "$line"
+  done < "$file"
+}
+
+# apply_manifest NAME LOG WHAT [VAR...]: hack/manifests/NAME.yaml, rendered with the listed
+# variables, applied server-side (field manager local-up); kubectl's output goes to LOG, and to
+# stderr if the apply fails
+apply_manifest() {
+  local name=$1 logf=$2 what=$3 manifest; shift 3
+  manifest=$(render_manifest "$MANIFESTS/$name.yaml" "$@") || exit 1
+  "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" apply --server-side --force-conflicts --field-manager=local-up -f - > "$logf" 2>&1 <<<"$manifest" ||
+    { cat "$logf" >&2; die "kubectl apply of the $what failed"; }
+}
+
 # kubeadm-style objects for the TLS-bootstrap (join) flow: kube-public/cluster-info (signed by the
 # bootstrapsigner controller for each bootstrap token) readable anonymously, the bindings that
 # let bootstrap tokens create node CSRs that the csrapproving controller approves, and the
 # kubelet-config ConfigMap with its Role (what `kubeadm init` creates: phases/bootstraptoken/node,
 # phases/kubelet/config.go). Tests create the bootstrap-token-* Secrets themselves
-# (vagrant/provision.sh token).
+# (vagrant/provision.sh token). The objects: hack/manifests/cluster-objects.yaml.
 step_cluster_objects() {
-  local ca_data; ca_data=$(base64 -w0 < "$PKI/ca.crt")
-  "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" apply --server-side --force-conflicts --field-manager=local-up -f - > "$STATE/cluster-objects.log" 2>&1 <<EOF || { cat "$STATE/cluster-objects.log" >&2; die "kubectl apply of the bootstrap objects failed"; }
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: cluster-info, namespace: kube-public}
-data:
-  kubeconfig: |
-    apiVersion: v1
-    kind: Config
-    clusters:
-    - name: ""
-      cluster:
-        certificate-authority-data: $ca_data
-        server: $API_SERVER
-    contexts: []
-    users: []
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: "kubeadm:bootstrap-signer-clusterinfo", namespace: kube-public}
-rules:
-- {apiGroups: [""], resources: [configmaps], resourceNames: [cluster-info], verbs: [get]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: "kubeadm:bootstrap-signer-clusterinfo", namespace: kube-public}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: "kubeadm:bootstrap-signer-clusterinfo"}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:anonymous"}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "kubeadm:kubelet-bootstrap"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:node-bootstrapper"}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "kubeadm:node-autoapprove-bootstrap"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:certificates.k8s.io:certificatesigningrequests:nodeclient"}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "kubeadm:node-autoapprove-certificate-rotation"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:nodes"}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: "kubeadm:get-nodes"}
-rules:
-- {apiGroups: [""], resources: [nodes], verbs: [get]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "kubeadm:get-nodes"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "kubeadm:get-nodes"}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "kubeadm:kubelet-api-admin"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:kubelet-api-admin"}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "kube-apiserver-kubelet-client"}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: kubelet-config, namespace: kube-system}
-data:
-  kubelet: |
-$(kubelet_config_yaml | sed 's/^/    /')
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: "kubeadm:kubelet-config", namespace: kube-system}
-rules:
-- {apiGroups: [""], resources: [configmaps], resourceNames: [kubelet-config], verbs: [get]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: "kubeadm:kubelet-config", namespace: kube-system}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: "kubeadm:kubelet-config"}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:nodes"}
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
-EOF
+  local CA_DATA KUBELET_CONFIG
+  CA_DATA=$(base64 -w0 < "$PKI/ca.crt")
+  KUBELET_CONFIG=$(kubelet_config_yaml)
+  apply_manifest cluster-objects "$STATE/cluster-objects.log" "bootstrap objects" CA_DATA API_SERVER KUBELET_CONFIG
   log "cluster objects: kube-public/cluster-info, kube-system/kubelet-config and bootstrap-token RBAC (kubeadm-style) applied"
 }
 
@@ -1025,7 +975,8 @@ step_images() {
 # ---------------------------------------------------------------------------------------------
 # 8b. kube-proxy, as kubeadm deploys it (cmd/kubeadm/app/phases/addons/proxy: the ServiceAccount,
 # the node-proxier binding, the ConfigMap with config.conf + kubeconfig.conf, the DaemonSet), with
-# kind's conntrack settings so that no host-wide conntrack sysctl is touched
+# kind's conntrack settings so that no host-wide conntrack sysctl is touched; the objects:
+# hack/manifests/kube-proxy.yaml
 # ---------------------------------------------------------------------------------------------
 # /lib/modules and /run/xtables.lock are hostPath mounts of the DaemonSet; where this host lacks
 # them, up creates them and down removes them again (only if it created them)
@@ -1040,124 +991,7 @@ ensure_kube_proxy_host_paths() {
 
 step_kube_proxy_objects() {
   ensure_kube_proxy_host_paths
-  "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" apply --server-side --force-conflicts --field-manager=local-up -f - > "$STATE/kube-proxy-objects.log" 2>&1 <<EOF || { cat "$STATE/kube-proxy-objects.log" >&2; die "kubectl apply of the kube-proxy objects failed"; }
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: kube-proxy, namespace: kube-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "kubeadm:node-proxier"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:node-proxier"}
-subjects:
-- {kind: ServiceAccount, name: kube-proxy, namespace: kube-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: kube-proxy, namespace: kube-system}
-rules:
-- {apiGroups: [""], resources: [configmaps], resourceNames: [kube-proxy], verbs: [get]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: kube-proxy, namespace: kube-system}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kube-proxy}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}
----
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: kube-proxy
-  namespace: kube-system
-  labels: {app: kube-proxy}
-data:
-  config.conf: |-
-    apiVersion: kubeproxy.config.k8s.io/v1alpha1
-    kind: KubeProxyConfiguration
-    bindAddress: 0.0.0.0
-    clientConnection:
-      kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
-    clusterCIDR: $CLUSTER_CIDR
-    conntrack:
-      # kind: leave the host-wide conntrack table size and TCP timeouts alone
-      maxPerCore: 0
-      tcpEstablishedTimeout: 0s
-      tcpCloseWaitTimeout: 0s
-    # servers and NodePorts only on the node IP and loopback (never the real interface)
-    healthzBindAddress: $NODE_IP:10256
-    metricsBindAddress: 127.0.0.1:10249
-    nodePortAddresses: ["$NODE_IP/32"]
-    iptables:
-      minSyncPeriod: 1s
-    mode: iptables
-  kubeconfig.conf: |-
-    apiVersion: v1
-    kind: Config
-    clusters:
-    - cluster:
-        certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
-        server: $API_SERVER
-      name: default
-    contexts:
-    - context:
-        cluster: default
-        namespace: default
-        user: default
-      name: default
-    current-context: default
-    users:
-    - name: default
-      user:
-        tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
----
-apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: kube-proxy
-  namespace: kube-system
-  labels: {k8s-app: kube-proxy}
-spec:
-  selector:
-    matchLabels: {k8s-app: kube-proxy}
-  updateStrategy: {type: RollingUpdate}
-  template:
-    metadata:
-      labels: {k8s-app: kube-proxy}
-    spec:
-      priorityClassName: system-node-critical
-      containers:
-      - name: kube-proxy
-        image: $KUBE_PROXY_IMAGE
-        imagePullPolicy: IfNotPresent
-        command:
-        - /usr/local/bin/kube-proxy
-        - --config=/var/lib/kube-proxy/config.conf
-        - --hostname-override=\$(NODE_NAME)
-        securityContext:
-          privileged: true
-        volumeMounts:
-        - {mountPath: /var/lib/kube-proxy, name: kube-proxy}
-        - {mountPath: /run/xtables.lock, name: xtables-lock, readOnly: false}
-        - {mountPath: /lib/modules, name: lib-modules, readOnly: true}
-        env:
-        - name: NODE_NAME
-          valueFrom:
-            fieldRef: {fieldPath: spec.nodeName}
-      hostNetwork: true
-      serviceAccountName: kube-proxy
-      volumes:
-      - name: kube-proxy
-        configMap: {name: kube-proxy}
-      - name: xtables-lock
-        hostPath: {path: /run/xtables.lock, type: FileOrCreate}
-      - name: lib-modules
-        hostPath: {path: /lib/modules}
-      tolerations:
-      - operator: Exists
-      nodeSelector:
-        kubernetes.io/os: linux
-EOF
+  apply_manifest kube-proxy "$STATE/kube-proxy-objects.log" "kube-proxy objects" CLUSTER_CIDR NODE_IP API_SERVER KUBE_PROXY_IMAGE
   log "kube-proxy: ServiceAccount, kubeadm:node-proxier, ConfigMap and DaemonSet kube-system/kube-proxy applied"
 }
 

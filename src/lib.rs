@@ -12,7 +12,8 @@
 //! | node registration, status, lease | `kubelet_node_status.go`, `nodestatus/`, `nodelease/` | [`node`] |
 //! | pod workers, sync and termination | `pod_workers.go`, `kuberuntime_manager.go` | [`pod`] |
 //! | what to run or kill next (pure) | `kuberuntime computePodActions` | [`pod::actions`] |
-//! | runtime calls | `kuberuntime/`, `cri-api` | [`cri`] |
+//! | carry out a sync: sandboxes, container start and kill, image pulls, log links | `kuberuntime/` | [`kuberuntime`] |
+//! | runtime calls (tonic client, in-memory fake) | `cri-api` | [`cri`], [`cri::fake`] |
 //! | pull-secret keyring (pure) | `pkg/credentialprovider` | [`credentialprovider`] |
 //! | runtime change detection | `pleg/` | [`pleg`] |
 //! | pod status (pure generation + writer) | `status/` | [`status`] |
@@ -32,6 +33,7 @@ pub mod events;
 pub mod eviction;
 pub mod gc;
 pub mod image;
+pub mod kuberuntime;
 pub mod node;
 pub mod pleg;
 pub mod pod;

@@ -22,6 +22,45 @@ impl Clock for SystemClock {
     }
 }
 
+/// Wall-clock time that follows tokio's clock: the wall time at creation plus the tokio time
+/// elapsed since. With paused tokio time (component tests) "now" moves only when tokio's clock
+/// advances, so back-off deadlines, container finish times and timers agree; in production it
+/// runs with the monotonic clock (deckhand uses [`SystemClock`] there).
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    wall: Timestamp,
+    at: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// A clock that reads the system wall time now and follows tokio's clock from here.
+    pub fn new() -> Self {
+        TokioClock {
+            wall: Timestamp::now(),
+            at: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> Timestamp {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.at);
+        self.wall
+            .checked_add(jiff_span(elapsed))
+            .unwrap_or(self.wall)
+    }
+}
+
+fn jiff_span(d: Duration) -> k8s_openapi::jiff::SignedDuration {
+    k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or(k8s_openapi::jiff::SignedDuration::MAX)
+}
+
 /// Converts a CRI timestamp (nanoseconds since the Unix epoch; 0 means unset) into an API time
 /// truncated to whole seconds, as the API server stores `metav1.Time` (RFC 3339, second precision).
 pub fn from_unix_nanos(ns: i64) -> Option<Time> {
@@ -111,6 +150,15 @@ pub fn truncate_ms(d: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn tokio_clock_moves_with_paused_time_only() {
+        let c = TokioClock::new();
+        let t0 = c.now();
+        assert_eq!(c.now(), t0, "paused: no movement without tokio time");
+        tokio::time::sleep(Duration::from_secs(90)).await;
+        assert_eq!(c.now().as_second() - t0.as_second(), 90);
+    }
 
     #[test]
     fn go_duration_matches_go_formatting() {

@@ -2,18 +2,22 @@
 //! lifecycles with the fake runtime ([`deckhand::cri::fake::FakeRuntime`], reached through the
 //! real CRI client) and an in-memory API server (a `tower` service behind `kube::Client` that
 //! records pod status patches, events and deletions). No cluster, no containerd: these run in
-//! seconds in README command 2.
+//! seconds in README command 2. Time is tokio's paused clock: the fake runtime's timestamps
+//! and the workers' clock are one [`TokioClock`], so a 10 s crash back-off takes no real time
+//! and the timings asserted here are exact, not racy.
 
 use deckhand::cri::fake::FakeRuntime;
 use deckhand::pod::workers::{PodWorkers, SyncContext};
 use deckhand::source::PodEvent;
 use deckhand::status::StatusManager;
+use deckhand::time::TokioClock;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 const NODE: &str = "node-1";
@@ -112,6 +116,11 @@ fn fake_api() -> (kube::Client, Arc<Mutex<ApiRecord>>) {
     (kube::Client::new(svc, "default"), record)
 }
 
+/// A fake runtime whose clock follows tokio's (paused) time.
+fn fake_runtime() -> FakeRuntime {
+    FakeRuntime::with_clock(Arc::new(TokioClock::new()))
+}
+
 /// A running set of pod workers over the fake runtime and the in-memory API server.
 struct Harness {
     runtime: FakeRuntime,
@@ -163,6 +172,7 @@ impl Harness {
             cgroup_driver: deckhand::cm::CgroupDriver::Cgroupfs,
             memory_capacity_bytes: 8 << 30,
             pressure: None,
+            clock: runtime.clock(),
         });
         let (pods, pods_rx) = mpsc::channel(16);
         let (pleg, pleg_rx) = mpsc::channel(16);
@@ -204,6 +214,32 @@ impl Harness {
     fn phase(&self, name: &str) -> Option<String> {
         let r = self.api.lock().unwrap();
         r.statuses.get(name)?["phase"].as_str().map(String::from)
+    }
+
+    /// The API status of container `container` of pod `name` (regular or init).
+    fn container_status(&self, name: &str, container: &str) -> Option<Value> {
+        let r = self.api.lock().unwrap();
+        let st = r.statuses.get(name)?;
+        ["containerStatuses", "initContainerStatuses"]
+            .iter()
+            .filter_map(|k| st[*k].as_array())
+            .flatten()
+            .find(|c| c["name"] == container)
+            .cloned()
+    }
+
+    /// The waiting reason and message of container `container` of pod `name`.
+    fn waiting(&self, name: &str, container: &str) -> Option<(String, String)> {
+        let c = self.container_status(name, container)?;
+        let w = c["state"].get("waiting")?;
+        Some((
+            w["reason"].as_str().unwrap_or("").into(),
+            w["message"].as_str().unwrap_or("").into(),
+        ))
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.api.lock().unwrap().events.clone()
     }
 
     fn deleted(&self, name: &str) -> bool {
@@ -272,9 +308,9 @@ async fn keep_poking(h: &Harness, p: &Pod, d: Duration) {
 
 /// Issue 11 item 3: an OnFailure pod whose container exits 0 is Succeeded and keeps its one
 /// sandbox, stopped; nothing is created again however often the worker is woken.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_on_failure_pod_that_succeeded_keeps_its_one_sandbox() {
-    let h = Harness::start(FakeRuntime::new()).await;
+    let h = Harness::start(fake_runtime()).await;
     let p = pod("ok", "OnFailure", json!({}));
     h.apply(&p).await;
     exit_and_wait(&h, &p, "main", 0, "Succeeded").await;
@@ -294,9 +330,9 @@ async fn an_on_failure_pod_that_succeeded_keeps_its_one_sandbox() {
 
 /// The same for a Never pod that failed and an OnFailure pod with an init container, and when
 /// the stopped sandbox disappears afterwards (removed by someone else).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn finished_pods_get_no_new_sandbox_even_when_theirs_disappears() {
-    let h = Harness::start(FakeRuntime::new()).await;
+    let h = Harness::start(fake_runtime()).await;
     let never = pod("never", "Never", json!({}));
     let init = pod(
         "init",
@@ -329,9 +365,9 @@ async fn finished_pods_get_no_new_sandbox_even_when_theirs_disappears() {
 
 /// A deckhand restart between the pod's end and its next sync: the new workers find the pod
 /// Succeeded in the API (or the exited container with its sandbox stopped) and start nothing.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_restart_after_a_pod_finished_starts_nothing() {
-    let runtime = FakeRuntime::new();
+    let runtime = fake_runtime();
     let h = Harness::start(runtime.clone()).await;
     let p = pod("done", "OnFailure", json!({}));
     h.apply(&p).await;
@@ -372,9 +408,9 @@ fn deleted(p: &Pod, grace: i64) -> Pod {
 /// Issue 11 item 4: deleted with an 86400 s grace period, a container that ignores SIGTERM
 /// keeps running; a second delete with a 1 s grace period stops it within seconds and the pod
 /// is removed.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_later_shorter_grace_period_stops_the_pod_within_seconds() {
-    let h = Harness::start(FakeRuntime::new()).await;
+    let h = Harness::start(fake_runtime()).await;
     h.runtime.ignore_stop_signal("main");
     let p = pod(
         "stubborn",
@@ -410,9 +446,9 @@ async fn a_later_shorter_grace_period_stops_the_pod_within_seconds() {
 }
 
 /// A preStop hook that hangs runs against the shortened grace period too.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_hanging_pre_stop_hook_is_cut_short_by_a_shorter_grace_period() {
-    let h = Harness::start(FakeRuntime::new()).await;
+    let h = Harness::start(fake_runtime()).await;
     h.runtime.hang_exec("main");
     let p = pod(
         "prestop",
@@ -452,9 +488,9 @@ async fn a_hanging_pre_stop_hook_is_cut_short_by_a_shorter_grace_period() {
 /// Issue 11 item 2: the first status goes out before the sandbox exists (ContainerCreating,
 /// startTime, conditions), one with PodReadyToStartContainers before the container runs, and
 /// startTime never moves.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_starting_pod_shows_container_creating_before_it_runs() {
-    let h = Harness::start(FakeRuntime::new()).await;
+    let h = Harness::start(fake_runtime()).await;
     let p = pod("starting", "Always", json!({}));
     h.apply(&p).await;
     eventually(Duration::from_secs(5), "Running", || {
@@ -503,5 +539,279 @@ async fn a_starting_pod_shows_container_creating_before_it_runs() {
         "{history:#?}"
     );
     assert_eq!(last["phase"], "Running");
+    h.stop().await;
+}
+
+/// The newest instance of container `name` that is not `not`, running.
+fn running_other(h: &Harness, name: &str, not: &str) -> Option<deckhand::cri::fake::FakeContainer> {
+    h.runtime.running(name).filter(|c| c.id != not)
+}
+
+fn attempt(c: &deckhand::cri::fake::FakeContainer) -> u32 {
+    c.config.metadata.as_ref().map(|m| m.attempt).unwrap_or(0)
+}
+
+/// create → running → crash → restart at once → crash → CrashLoopBackOff for 10 s (the Go
+/// message) → restart → crash → 20 s: the Go kubelet's doubling back-off, counted from the
+/// exited container's finishedAt.
+#[tokio::test(start_paused = true)]
+async fn a_crashing_container_restarts_with_the_doubling_back_off() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("crash", "Always", json!({}));
+    h.apply(&p).await;
+    let c0 = eventually(Duration::from_secs(10), "running", || {
+        h.runtime.running("main")
+    })
+    .await;
+    h.runtime.exit(&c0.id, 1);
+    h.poke(&p).await;
+    let c1 = eventually(Duration::from_secs(2), "restarted at once", || {
+        running_other(&h, "main", &c0.id)
+    })
+    .await;
+    assert_eq!(attempt(&c1), 1);
+    let mut previous = c1;
+    for (n, delay) in [(2u32, 10u64), (3, 20)] {
+        let exited = Instant::now();
+        h.runtime.exit(&previous.id, 1);
+        h.poke(&p).await;
+        let (reason, message) = eventually(Duration::from_secs(2), "CrashLoopBackOff", || {
+            h.waiting("crash", "main")
+                .filter(|(r, _)| r == "CrashLoopBackOff")
+        })
+        .await;
+        assert_eq!(reason, "CrashLoopBackOff");
+        assert_eq!(
+            message,
+            format!("back-off {delay}s restarting failed container=main pod=crash_ns(uid-crash)")
+        );
+        // pokes during the back-off start nothing
+        keep_poking(&h, &p, Duration::from_secs(delay / 2)).await;
+        assert!(
+            h.runtime.running("main").is_none(),
+            "restarted inside the back-off"
+        );
+        let next = eventually(
+            Duration::from_secs(delay + 2),
+            "restarted after the back-off",
+            || running_other(&h, "main", &previous.id),
+        )
+        .await;
+        let waited = exited.elapsed();
+        assert!(
+            waited >= Duration::from_secs(delay) && waited < Duration::from_secs(delay + 1),
+            "restart {n} after {waited:?}, back-off {delay}s"
+        );
+        assert_eq!(attempt(&next), n);
+        previous = next;
+    }
+    eventually(Duration::from_secs(2), "restartCount 3", || {
+        h.container_status("crash", "main")
+            .filter(|c| c["restartCount"] == 3 && c["state"]["running"].is_object())
+    })
+    .await;
+    assert!(
+        h.events().iter().any(|e| e == "BackOff"),
+        "{:?}",
+        h.events()
+    );
+    assert_eq!(h.runtime.count("RunPodSandbox"), 1);
+    h.stop().await;
+}
+
+/// A pull that fails: ErrImagePull with the runtime's message, then ImagePullBackOff quoting it
+/// while the 10 s pull back-off holds, then a new pull once it ends, and the pod runs.
+#[tokio::test(start_paused = true)]
+async fn a_failing_image_pull_backs_off_then_runs() {
+    let h = Harness::start(fake_runtime()).await;
+    h.runtime.inject_error(
+        "PullImage",
+        tonic::Status::not_found("pull access denied for localhost:5000/app"),
+    );
+    let p = pod(
+        "pull",
+        "Always",
+        json!({"containers": [{"name": "main", "image": "localhost:5000/app:1",
+                               "imagePullPolicy": "IfNotPresent", "command": ["sleep", "3600"]}]}),
+    );
+    h.apply(&p).await;
+    let (_, message) = eventually(Duration::from_secs(5), "ErrImagePull", || {
+        h.waiting("pull", "main")
+            .filter(|(r, _)| r == "ErrImagePull")
+    })
+    .await;
+    assert!(message.contains("pull access denied"), "{message}");
+    let failed_at = Instant::now();
+    h.poke(&p).await;
+    let (_, backoff) = eventually(Duration::from_secs(5), "ImagePullBackOff", || {
+        h.waiting("pull", "main")
+            .filter(|(r, _)| r == "ImagePullBackOff")
+    })
+    .await;
+    assert_eq!(
+        backoff,
+        format!("Back-off pulling image \"localhost:5000/app:1\": ErrImagePull: {message}")
+    );
+    assert_eq!(
+        h.runtime.count("PullImage"),
+        1,
+        "no pull inside the back-off"
+    );
+    eventually(Duration::from_secs(15), "Running", || {
+        (h.phase("pull").as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    assert!(
+        failed_at.elapsed() >= Duration::from_secs(9),
+        "{:?}",
+        failed_at.elapsed()
+    );
+    assert_eq!(h.runtime.count("PullImage"), 2);
+    let events = h.events();
+    for e in [
+        "Pulling", "Failed", "BackOff", "Pulled", "Created", "Started",
+    ] {
+        assert!(events.iter().any(|x| x == e), "{e} in {events:?}");
+    }
+    h.stop().await;
+}
+
+/// A sidecar (init container with restartPolicy Always) starts first and keeps running; the
+/// next init container starts once it runs; the main container after that one succeeded; a
+/// crashing sidecar is restarted while main runs on; when main finishes, the sidecar is
+/// stopped with the sandbox and the pod Succeeds.
+#[tokio::test(start_paused = true)]
+async fn init_containers_and_a_sidecar_run_in_order() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod(
+        "side",
+        "OnFailure",
+        json!({"initContainers": [
+            {"name": "proxy", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent",
+             "restartPolicy": "Always", "command": ["sleep", "3600"]},
+            {"name": "setup", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent",
+             "command": ["true"]}]}),
+    );
+    h.apply(&p).await;
+    // PLEG reports the sidecar's start; the next sync starts the next init container
+    keep_poking(&h, &p, Duration::from_secs(1)).await;
+    let setup = eventually(Duration::from_secs(5), "setup runs", || {
+        h.runtime.running("setup")
+    })
+    .await;
+    assert!(
+        h.runtime.running("proxy").is_some(),
+        "the sidecar runs before setup"
+    );
+    assert!(h.runtime.running("main").is_none(), "main waits for setup");
+    h.runtime.exit(&setup.id, 0);
+    h.poke(&p).await;
+    let main = eventually(Duration::from_secs(5), "main runs", || {
+        h.runtime.running("main")
+    })
+    .await;
+    let proxy = h
+        .runtime
+        .running("proxy")
+        .expect("the sidecar keeps running");
+    let order: Vec<String> = h
+        .runtime
+        .containers()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    assert_eq!(order, ["proxy", "setup", "main"]);
+    // the sidecar crashes: restarted, main untouched
+    h.runtime.exit(&proxy.id, 1);
+    h.poke(&p).await;
+    eventually(Duration::from_secs(5), "the sidecar restarted", || {
+        running_other(&h, "proxy", &proxy.id)
+    })
+    .await;
+    assert_eq!(
+        h.runtime.running("main").map(|c| c.id),
+        Some(main.id.clone())
+    );
+    exit_and_wait(&h, &p, "main", 0, "Succeeded").await;
+    assert!(
+        h.runtime.running("proxy").is_none(),
+        "the sidecar is stopped"
+    );
+    assert_eq!(h.runtime.count("RunPodSandbox"), 1);
+    h.stop().await;
+}
+
+/// deckhand restarts while a pod runs: the new workers adopt the running sandbox and container
+/// (nothing created, nothing killed) and keep reporting it Running.
+#[tokio::test(start_paused = true)]
+async fn a_restart_adopts_the_running_pod() {
+    let runtime = fake_runtime();
+    let h = Harness::start(runtime.clone()).await;
+    let p = pod("steady", "Always", json!({}));
+    h.apply(&p).await;
+    eventually(Duration::from_secs(5), "Running", || {
+        (h.phase("steady").as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    let c = runtime.running("main").unwrap();
+    let status = h.api.lock().unwrap().statuses["steady"].clone();
+    h.stop().await;
+    let h = Harness::start(runtime.clone()).await;
+    let mut running = p.clone();
+    running.status = Some(serde_json::from_value(status).unwrap());
+    h.apply(&running).await;
+    keep_poking(&h, &running, Duration::from_secs(2)).await;
+    assert_eq!(runtime.running("main").map(|x| x.id), Some(c.id));
+    assert_eq!(runtime.count("RunPodSandbox"), 1, "{:?}", runtime.calls());
+    assert_eq!(runtime.count("CreateContainer"), 1);
+    assert_eq!(runtime.count("StopContainer"), 0);
+    eventually(Duration::from_secs(2), "Running reported again", || {
+        (h.phase("steady").as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+/// The sandbox dies under a running container: the pod gets a new sandbox (attempt 1) with a
+/// `SandboxChanged` event, its container starts again in it and counts one restart.
+#[tokio::test(start_paused = true)]
+async fn a_dead_sandbox_is_replaced_and_the_containers_restart_in_it() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("sandbox", "Always", json!({}));
+    h.apply(&p).await;
+    let c0 = eventually(Duration::from_secs(5), "running", || {
+        h.runtime.running("main")
+    })
+    .await;
+    let client = h.runtime.client().await;
+    client.stop_pod_sandbox(&c0.sandbox_id).await.unwrap();
+    assert!(
+        h.runtime.running("main").is_none(),
+        "the sandbox took its container with it"
+    );
+    h.poke(&p).await;
+    let c1 = eventually(Duration::from_secs(5), "running in a new sandbox", || {
+        running_other(&h, "main", &c0.id)
+    })
+    .await;
+    assert_ne!(c1.sandbox_id, c0.sandbox_id);
+    let sandboxes = h.runtime.sandboxes();
+    assert_eq!(sandboxes.len(), 2);
+    assert_eq!(
+        sandboxes[1].config.metadata.as_ref().map(|m| m.attempt),
+        Some(1)
+    );
+    eventually(Duration::from_secs(2), "a SandboxChanged event", || {
+        h.events()
+            .iter()
+            .any(|e| e == "SandboxChanged")
+            .then_some(())
+    })
+    .await;
+    eventually(Duration::from_secs(2), "restartCount 1", || {
+        h.container_status("sandbox", "main")
+            .filter(|c| c["restartCount"] == 1 && c["state"]["running"].is_object())
+    })
+    .await;
     h.stop().await;
 }

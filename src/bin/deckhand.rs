@@ -388,6 +388,7 @@ async fn main() -> Result<()> {
         memory_capacity_bytes: deckhand::node::hostinfo::HostInfo::read(&flags.root_dir)
             .memory_bytes as i64,
         pressure: Some(pressure.clone()),
+        clock: Arc::new(deckhand::time::SystemClock),
     });
     {
         // the status manager's writer task (k/k status_manager.go Start)

@@ -83,13 +83,19 @@ struct State {
 }
 
 /// The fake runtime. Cheap to clone (one shared state).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct FakeRuntime {
     state: Arc<Mutex<State>>,
+    clock: Arc<dyn crate::time::Clock>,
 }
 
-fn now_nanos() -> i64 {
-    k8s_openapi::jiff::Timestamp::now().as_nanosecond() as i64
+impl Default for FakeRuntime {
+    fn default() -> Self {
+        FakeRuntime {
+            state: Arc::default(),
+            clock: Arc::new(crate::time::SystemClock),
+        }
+    }
 }
 
 fn labels_match(labels: &HashMap<String, String>, selector: &HashMap<String, String>) -> bool {
@@ -100,6 +106,24 @@ impl FakeRuntime {
     /// An empty runtime (no sandboxes, containers or images).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty runtime whose timestamps (created, started, finished) come from `clock`, e.g.
+    /// a [`crate::time::TokioClock`] shared with the code under test, so paused time moves both.
+    pub fn with_clock(clock: Arc<dyn crate::time::Clock>) -> Self {
+        FakeRuntime {
+            clock,
+            ..Self::default()
+        }
+    }
+
+    /// The clock the fake's timestamps come from (share it with the code under test).
+    pub fn clock(&self) -> Arc<dyn crate::time::Clock> {
+        self.clock.clone()
+    }
+
+    fn now_nanos(&self) -> i64 {
+        self.clock.now().as_nanosecond() as i64
     }
 
     /// A [`CriClient`] connected to this runtime over an in-process channel.
@@ -199,11 +223,12 @@ impl FakeRuntime {
 
     /// The running container `id` exits with `code` now (the process ended by itself).
     pub fn exit(&self, id: &str, code: i32) {
+        let now = self.now_nanos();
         self.with(|s| {
             if let Some(c) = s.containers.get_mut(id) {
                 if c.state == api::ContainerState::ContainerRunning {
                     c.state = api::ContainerState::ContainerExited;
-                    c.finished_at = now_nanos();
+                    c.finished_at = now;
                     c.exit_code = code;
                     c.reason = if code == 0 { "Completed" } else { "Error" }.into();
                 }
@@ -228,10 +253,10 @@ impl FakeRuntime {
         format!("{:064x}", s.next_id)
     }
 
-    fn kill(c: &mut FakeContainer, code: i32) {
+    fn kill(c: &mut FakeContainer, code: i32, now: i64) {
         if c.state == api::ContainerState::ContainerRunning {
             c.state = api::ContainerState::ContainerExited;
-            c.finished_at = now_nanos();
+            c.finished_at = now;
             c.exit_code = code;
             c.reason = "Error".into();
         }
@@ -283,6 +308,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
     ) -> Result<Response<api::RunPodSandboxResponse>, Status> {
         self.enter("RunPodSandbox")?;
         let config = req.into_inner().config.unwrap_or_default();
+        let now = self.now_nanos();
         let id = self.with(|s| {
             let id = Self::next_id(s);
             let ip = format!("10.88.{}.{}", (s.next_id / 250) % 250, s.next_id % 250 + 2);
@@ -292,7 +318,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
                     id: id.clone(),
                     config,
                     ready: true,
-                    created_at: now_nanos(),
+                    created_at: now,
                     ip,
                 },
             );
@@ -309,12 +335,13 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
     ) -> Result<Response<api::StopPodSandboxResponse>, Status> {
         self.enter("StopPodSandbox")?;
         let id = req.into_inner().pod_sandbox_id;
+        let now = self.now_nanos();
         self.with(|s| {
             if let Some(sb) = s.sandboxes.get_mut(&id) {
                 sb.ready = false;
             }
             for c in s.containers.values_mut().filter(|c| c.sandbox_id == id) {
-                Self::kill(c, 137);
+                Self::kill(c, 137, now);
             }
         });
         Ok(Response::new(api::StopPodSandboxResponse {}))
@@ -401,6 +428,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
     ) -> Result<Response<api::CreateContainerResponse>, Status> {
         self.enter("CreateContainer")?;
         let req = req.into_inner();
+        let now = self.now_nanos();
         let id = self.with(|s| {
             if !s
                 .sandboxes
@@ -420,7 +448,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
                     sandbox_id: req.pod_sandbox_id.clone(),
                     config: req.config.clone().unwrap_or_default(),
                     state: api::ContainerState::ContainerCreated,
-                    created_at: now_nanos(),
+                    created_at: now,
                     started_at: 0,
                     finished_at: 0,
                     exit_code: 0,
@@ -440,10 +468,11 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
     ) -> Result<Response<api::StartContainerResponse>, Status> {
         self.enter("StartContainer")?;
         let id = req.into_inner().container_id;
+        let now = self.now_nanos();
         self.with(|s| match s.containers.get_mut(&id) {
             Some(c) if c.state == api::ContainerState::ContainerCreated => {
                 c.state = api::ContainerState::ContainerRunning;
-                c.started_at = now_nanos();
+                c.started_at = now;
                 Ok(())
             }
             Some(_) => Err(Status::unknown(format!(
@@ -473,10 +502,12 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
             Some(true) => {
                 // the stop signal is ignored: SIGKILL when the timeout runs out
                 tokio::time::sleep(Duration::from_secs(req.timeout.max(0) as u64)).await;
-                self.with(|s| s.containers.get_mut(&id).map(|c| Self::kill(c, 137)));
+                let now = self.now_nanos();
+                self.with(|s| s.containers.get_mut(&id).map(|c| Self::kill(c, 137, now)));
             }
             Some(false) => {
-                self.with(|s| s.containers.get_mut(&id).map(|c| Self::kill(c, 143)));
+                let now = self.now_nanos();
+                self.with(|s| s.containers.get_mut(&id).map(|c| Self::kill(c, 143, now)));
             }
         }
         Ok(Response::new(api::StopContainerResponse {}))

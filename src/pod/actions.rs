@@ -25,13 +25,139 @@ use std::collections::{BTreeMap, HashMap};
 /// Waiting reason for a container in crash back-off.
 pub const REASON_CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
 
+/// Why a container is waiting: the reasons the Go kubelet shows in
+/// `status.containerStatuses[].state.waiting.reason` (k/k `pkg/kubelet/container/sync_result.go`,
+/// `pkg/kubelet/images/types.go`, `kuberuntime_container.go`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitingReason {
+    /// Being created (sandbox, volumes, image, create and start under way).
+    ContainerCreating,
+    /// A regular container waiting for the init containers.
+    PodInitializing,
+    /// Held back by the crash back-off.
+    CrashLoopBackOff,
+    /// The last pull failed.
+    ErrImagePull,
+    /// Held back by the image pull back-off.
+    ImagePullBackOff,
+    /// The image name does not parse.
+    InvalidImageName,
+    /// `imagePullPolicy: Never` and the image is missing.
+    ErrImageNeverPull,
+    /// The runtime could not say whether the image is present.
+    ImageInspectError,
+    /// The container's config could not be made (env, mounts, security context).
+    CreateContainerConfigError,
+    /// CRI CreateContainer failed.
+    CreateContainerError,
+    /// CRI StartContainer failed.
+    RunContainerError,
+    /// The postStart hook failed (the container was killed).
+    PostStartHookError,
+    /// An error's own text as the reason, as the Go kubelet's reason cache stores `err.Error()`
+    /// for errors without a named reason (e.g. a pull secret that does not parse).
+    Other(String),
+}
+
+impl WaitingReason {
+    /// The Go string shown in the API.
+    pub fn as_str(&self) -> &str {
+        match self {
+            WaitingReason::ContainerCreating => "ContainerCreating",
+            WaitingReason::PodInitializing => "PodInitializing",
+            WaitingReason::CrashLoopBackOff => REASON_CRASH_LOOP_BACK_OFF,
+            WaitingReason::ErrImagePull => "ErrImagePull",
+            WaitingReason::ImagePullBackOff => "ImagePullBackOff",
+            WaitingReason::InvalidImageName => "InvalidImageName",
+            WaitingReason::ErrImageNeverPull => "ErrImageNeverPull",
+            WaitingReason::ImageInspectError => "ImageInspectError",
+            WaitingReason::CreateContainerConfigError => "CreateContainerConfigError",
+            WaitingReason::CreateContainerError => "CreateContainerError",
+            WaitingReason::RunContainerError => "RunContainerError",
+            WaitingReason::PostStartHookError => "PostStartHookError",
+            WaitingReason::Other(s) => s,
+        }
+    }
+
+    /// True for the two reasons of a failing image pull (`ErrImagePull`, `ImagePullBackOff`).
+    pub fn is_image_pull(&self) -> bool {
+        matches!(
+            self,
+            WaitingReason::ErrImagePull | WaitingReason::ImagePullBackOff
+        )
+    }
+}
+
+impl std::fmt::Display for WaitingReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why a container is waiting, with the Go kubelet's reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiting {
-    /// Waiting reason (`CrashLoopBackOff`, `ErrImagePull`, ...).
-    pub reason: String,
+    /// Waiting reason.
+    pub reason: WaitingReason,
     /// Message shown with it.
     pub message: String,
+}
+
+impl Waiting {
+    /// A waiting state with `reason` and `message`.
+    pub fn new(reason: WaitingReason, message: impl Into<String>) -> Self {
+        Waiting {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// Why a container is killed; decides the `Killing` event's message and the grace period
+/// (k/k `computePodActions` and `killContainer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillReason {
+    /// The pod stops (deleted, evicted, finished, its sandbox changed): `Stopping container <c>`.
+    Stopping,
+    /// The container's spec changed (its hash): `Container <c> definition changed`.
+    DefinitionChanged,
+    /// The liveness probe failed: `Container <c> failed liveness probe`; the probe's
+    /// `terminationGracePeriodSeconds` applies.
+    LivenessProbe,
+    /// The startup probe failed: `Container <c> failed startup probe`; as for liveness.
+    StartupProbe,
+    /// The postStart hook failed: `FailedPostStartHook`.
+    PostStartHook,
+}
+
+impl KillReason {
+    /// The `Killing` event's message for container `name`; `will_restart` adds the Go
+    /// kubelet's `, will be restarted` to the spec-change and probe reasons.
+    pub fn message(self, name: &str, will_restart: bool) -> String {
+        let m = match self {
+            KillReason::Stopping => return format!("Stopping container {name}"),
+            KillReason::PostStartHook => return "FailedPostStartHook".into(),
+            KillReason::DefinitionChanged => format!("Container {name} definition changed"),
+            KillReason::LivenessProbe => format!("Container {name} failed liveness probe"),
+            KillReason::StartupProbe => format!("Container {name} failed startup probe"),
+        };
+        if will_restart {
+            format!("{m}, will be restarted")
+        } else {
+            m
+        }
+    }
+
+    /// The probe's own grace period for a kill it causes (`probe.terminationGracePeriodSeconds`),
+    /// which then replaces the pod's.
+    pub fn probe_grace_seconds(self, c: &Container) -> Option<i64> {
+        let probe = match self {
+            KillReason::LivenessProbe => c.liveness_probe.as_ref(),
+            KillReason::StartupProbe => c.startup_probe.as_ref(),
+            _ => None,
+        };
+        probe.and_then(|p| p.termination_grace_period_seconds)
+    }
 }
 
 /// A container to kill, with the reason shown in the `Killing` event.
@@ -41,8 +167,17 @@ pub struct Kill {
     pub id: String,
     /// Spec name.
     pub name: String,
-    /// Event message (`Stopping container <c>` or why).
-    pub message: String,
+    /// Why.
+    pub reason: KillReason,
+    /// It is started again afterwards (shown in the message).
+    pub restart: bool,
+}
+
+impl Kill {
+    /// The `Killing` event's message.
+    pub fn message(&self) -> String {
+        self.reason.message(&self.name, self.restart)
+    }
 }
 
 /// A container to start.
@@ -69,6 +204,10 @@ pub struct PodActions {
     pub start: Vec<Start>,
     /// Containers held back, and why (crash back-off).
     pub waiting: BTreeMap<String, Waiting>,
+    /// Crash back-off entries to advance, `(key, finishedAt of the exited instance)`: one per
+    /// container restarted now. The caller applies them to its table ([`Backoff::next`]), so
+    /// the decision stays a pure function of the table it was given.
+    pub backoff_advances: Vec<(String, Timestamp)>,
     /// The earliest time a held-back container may start; the worker syncs again then.
     pub next_sync: Option<Timestamp>,
     /// No container will run again: the pod is finished on this node.
@@ -102,15 +241,17 @@ pub fn backoff_key(pod: &Pod, container: &str) -> String {
 }
 
 /// Applies crash back-off to restarting container `c` whose newest instance is `last`:
-/// `Ok(())` when it may start now (the back-off is advanced), `Err(waiting)` while in back-off.
+/// `Ok(())` when it may start now (the back-off advance is recorded in `a`), `Err(waiting)`
+/// while in back-off (the end of the back-off is recorded as `a.next_sync`).
 fn check_backoff(
     pod: &Pod,
     c: &Container,
     last: Option<&ContainerStatus>,
-    backoff: &mut Backoff,
+    backoff: &Backoff,
     now: Timestamp,
-    next_sync: &mut Option<Timestamp>,
+    a: &mut PodActions,
 ) -> Result<(), Waiting> {
+    let next_sync = &mut a.next_sync;
     let Some(last) = last.filter(|l| l.state == ContainerState::Exited) else {
         return Ok(());
     };
@@ -122,7 +263,7 @@ fn check_backoff(
             *next_sync = Some(next_sync.map_or(end, |n| n.min(end)));
         }
         return Err(Waiting {
-            reason: REASON_CRASH_LOOP_BACK_OFF.into(),
+            reason: WaitingReason::CrashLoopBackOff,
             message: format!(
                 "back-off {} restarting failed container={} pod={}",
                 crate::time::go_duration(delay),
@@ -131,7 +272,7 @@ fn check_backoff(
             ),
         });
     }
-    backoff.next(&key, finished);
+    a.backoff_advances.push((key, finished));
     Ok(())
 }
 
@@ -153,7 +294,7 @@ pub fn compute_pod_actions(
     pod: &Pod,
     rt: &PodRuntimeStatus,
     probes: &HashMap<String, ProbeView>,
-    backoff: &mut Backoff,
+    backoff: &Backoff,
     now: Timestamp,
 ) -> PodActions {
     let mut a = PodActions::default();
@@ -227,25 +368,21 @@ pub fn compute_pod_actions(
             continue;
         };
         let view = probes.get(&last.id).copied().unwrap_or_default();
-        let message = if !last.hash.is_empty() && last.hash != super::spec::container_hash(c) {
-            Some(format!("Container {} definition changed", c.name))
+        let why = if !last.hash.is_empty() && last.hash != super::spec::container_hash(c) {
+            Some(KillReason::DefinitionChanged)
         } else if view.liveness == Some(false) {
-            Some(format!("Container {} failed liveness probe", c.name))
+            Some(KillReason::LivenessProbe)
         } else if view.startup == Some(false) {
-            Some(format!("Container {} failed startup probe", c.name))
+            Some(KillReason::StartupProbe)
         } else {
             None
         };
-        if let Some(m) = message {
-            let restart = policy != "Never" || super::is_sidecar(c);
+        if let Some(reason) = why {
             a.kill.push(Kill {
                 id: last.id.clone(),
                 name: c.name.clone(),
-                message: if restart {
-                    format!("{m}, will be restarted")
-                } else {
-                    m
-                },
+                reason,
+                restart: policy != "Never" || super::is_sidecar(c),
             });
         }
     }
@@ -277,7 +414,7 @@ pub fn compute_pod_actions(
                     return a;
                 }
                 _ => {
-                    match check_backoff(pod, c, last, backoff, now, &mut a.next_sync) {
+                    match check_backoff(pod, c, last, backoff, now, &mut a) {
                         Ok(()) => a.start.push(Start {
                             name: c.name.clone(),
                             init: true,
@@ -296,7 +433,7 @@ pub fn compute_pod_actions(
         for c in init_containers.iter().filter(|c| super::is_sidecar(c)) {
             let last = rt.latest(&c.name);
             if should_restart(last, "Always") && !a.kill.iter().any(|k| k.name == c.name) {
-                match check_backoff(pod, c, last, backoff, now, &mut a.next_sync) {
+                match check_backoff(pod, c, last, backoff, now, &mut a) {
                     Ok(()) => a.start.push(Start {
                         name: c.name.clone(),
                         init: true,
@@ -326,7 +463,7 @@ pub fn compute_pod_actions(
                 .containers
                 .iter()
                 .find(|x| x.name == c.name && x.state == ContainerState::Exited);
-            match check_backoff(pod, c, prev_exited, backoff, now, &mut a.next_sync) {
+            match check_backoff(pod, c, prev_exited, backoff, now, &mut a) {
                 Ok(()) => a.start.push(Start {
                     name: c.name.clone(),
                     init: false,
@@ -346,7 +483,7 @@ pub fn compute_pod_actions(
             continue;
         }
         will_run += 1;
-        match check_backoff(pod, c, last, backoff, now, &mut a.next_sync) {
+        match check_backoff(pod, c, last, backoff, now, &mut a) {
             Ok(()) => a.start.push(Start {
                 name: c.name.clone(),
                 init: false,
@@ -446,7 +583,7 @@ mod tests {
             &p,
             &PodRuntimeStatus::default(),
             &HashMap::new(),
-            &mut Backoff::default(),
+            &Backoff::default(),
             t(100),
         );
         assert_eq!(a.create_sandbox, Some(0));
@@ -464,7 +601,7 @@ mod tests {
             sandboxes: vec![sandbox()],
             containers: vec![ctr("a", 0, ContainerState::Running, 0, 0)],
         };
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(100));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(100));
         assert_eq!(a, PodActions::default());
     }
 
@@ -476,7 +613,11 @@ mod tests {
             sandboxes: vec![sandbox()],
             containers: vec![ctr("a", 0, ContainerState::Exited, 1, 100)],
         };
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut b, t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &b, t(101));
+        assert_eq!(a.backoff_advances, vec![(backoff_key(&p, "a"), t(100))]);
+        for (k, at) in &a.backoff_advances {
+            b.next(k, *at);
+        }
         assert_eq!(
             a.start,
             vec![Start {
@@ -493,10 +634,11 @@ mod tests {
                 ctr("a", 0, ContainerState::Exited, 1, 100),
             ],
         };
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut b, t(103));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &b, t(103));
         assert!(a.start.is_empty());
+        assert!(a.backoff_advances.is_empty());
         let w = &a.waiting["a"];
-        assert_eq!(w.reason, "CrashLoopBackOff");
+        assert_eq!(w.reason, WaitingReason::CrashLoopBackOff);
         assert_eq!(
             w.message,
             "back-off 10s restarting failed container=a pod=p_ns(u1)"
@@ -512,7 +654,7 @@ mod tests {
             sandboxes: vec![sandbox()],
             containers: vec![ctr("a", 0, ContainerState::Exited, 3, 100)],
         };
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(101));
         assert!(a.start.is_empty());
         assert!(a.pod_done && a.kill_pod);
     }
@@ -616,7 +758,7 @@ mod tests {
                 sandboxes,
                 containers,
             };
-            let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(200));
+            let a = compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(200));
             assert_eq!(a.create_sandbox, None, "{case}: no new sandbox");
             assert!(a.start.is_empty(), "{case}: nothing starts: {:?}", a.start);
             assert!(a.pod_done, "{case}: the pod is done");
@@ -636,7 +778,7 @@ mod tests {
             containers: vec![ctr("a", 0, ContainerState::Exited, 2, 100)],
         };
         let p = pod("OnFailure", &["a"], &[]);
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(200));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(200));
         assert_eq!(a.create_sandbox, Some(1));
         assert_eq!(a.start.len(), 1);
         let rt = PodRuntimeStatus {
@@ -644,7 +786,7 @@ mod tests {
             containers: vec![],
         };
         let p = pod("Never", &["a"], &[]);
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(200));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(200));
         assert_eq!(
             a.create_sandbox,
             Some(1),
@@ -662,7 +804,7 @@ mod tests {
                 ctr("bad", 0, ContainerState::Exited, 2, 100),
             ],
         };
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(101));
         assert_eq!(
             a.start.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
             vec!["bad"]
@@ -677,7 +819,7 @@ mod tests {
             sandboxes: vec![sandbox()],
             containers: vec![],
         };
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(100));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(100));
         assert_eq!(
             a.start,
             vec![Start {
@@ -689,12 +831,12 @@ mod tests {
         rt.containers
             .push(ctr("i1", 0, ContainerState::Running, 0, 0));
         assert!(
-            compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(100))
+            compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(100))
                 .start
                 .is_empty()
         );
         rt.containers[0] = ctr("i1", 0, ContainerState::Exited, 0, 100);
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(101));
         assert_eq!(
             a.start,
             vec![Start {
@@ -705,7 +847,7 @@ mod tests {
         );
         rt.containers
             .insert(0, ctr("i2", 0, ContainerState::Exited, 0, 101));
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(102));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(102));
         assert_eq!(
             a.start,
             vec![Start {
@@ -723,7 +865,7 @@ mod tests {
             sandboxes: vec![sandbox()],
             containers: vec![ctr("i1", 0, ContainerState::Exited, 1, 100)],
         };
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(101));
         assert!(a.pod_done);
         assert!(a.start.is_empty());
     }
@@ -737,7 +879,7 @@ mod tests {
             sandboxes: vec![s],
             containers: vec![ctr("a", 0, ContainerState::Exited, 137, 100)],
         };
-        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &mut Backoff::default(), t(101));
+        let a = compute_pod_actions(&p, &rt, &HashMap::new(), &Backoff::default(), t(101));
         assert_eq!(a.create_sandbox, Some(1));
         assert!(a.kill_pod);
         assert_eq!(
@@ -765,10 +907,10 @@ mod tests {
                 ..Default::default()
             },
         );
-        let a = compute_pod_actions(&p, &rt, &probes, &mut Backoff::default(), t(100));
+        let a = compute_pod_actions(&p, &rt, &probes, &Backoff::default(), t(100));
         assert_eq!(a.kill.len(), 1);
         assert_eq!(
-            a.kill[0].message,
+            a.kill[0].message(),
             "Container a failed liveness probe, will be restarted"
         );
         assert_eq!(
@@ -780,8 +922,8 @@ mod tests {
             }]
         );
         let never = pod("Never", &["a"], &[]);
-        let a = compute_pod_actions(&never, &rt, &probes, &mut Backoff::default(), t(100));
-        assert_eq!(a.kill[0].message, "Container a failed liveness probe");
+        let a = compute_pod_actions(&never, &rt, &probes, &Backoff::default(), t(100));
+        assert_eq!(a.kill[0].message(), "Container a failed liveness probe");
         assert!(a.start.is_empty());
     }
 }

@@ -3,13 +3,16 @@
 //! workers that act ([`workers`]) — the Go kubelet's `pod_workers.go` and `kuberuntime_manager.go`.
 
 pub mod actions;
+pub mod context;
 pub mod dns;
 pub mod envvars;
 pub mod grace;
+pub mod hosts;
 pub mod mirror;
 pub mod runtime;
 pub mod spec;
 pub mod states;
+mod sync;
 pub mod workers;
 
 use k8s_openapi::api::core::v1::Pod;

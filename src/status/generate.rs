@@ -168,7 +168,7 @@ fn container_status(
                 }
             }
             st.state = Some(waiting_state(
-                &w.reason,
+                w.reason.as_str(),
                 Some(w.message.clone()).filter(|m| !m.is_empty()),
             ));
             st.ready = false;
@@ -692,7 +692,7 @@ mod tests {
         w.insert(
             "a".to_string(),
             Waiting {
-                reason: "CrashLoopBackOff".into(),
+                reason: crate::pod::actions::WaitingReason::CrashLoopBackOff,
                 message: "back-off 10s restarting failed container=a pod=p_ns(u)".into(),
             },
         );

@@ -1,0 +1,98 @@
+//! Carrying out a pod's sync against the container runtime, as the Go kubelet's
+//! `kubeGenericRuntimeManager` does (k/k `pkg/kubelet/kuberuntime`): sandboxes
+//! ([`sandbox`]), containers ([`container`]: start with image, env and mounts; kill with
+//! preStop), images ([`image`]: the pull step and pull secrets) and log files ([`logs`]).
+//!
+//! What to do is decided elsewhere ([`crate::pod::actions`], pure); the pod worker
+//! ([`crate::pod::workers`]) owns the per-pod state and calls in here to act.
+
+pub mod container;
+pub mod image;
+pub mod logs;
+pub mod sandbox;
+
+pub use crate::pod::context::SyncContext;
+pub use container::{
+    kill_container, start_container, KillTarget, StartTarget, MINIMUM_GRACE_PERIOD_SECONDS,
+};
+
+use crate::cri::labels;
+use crate::events::reason;
+use crate::pod::actions::KillReason;
+use crate::pod::runtime::PodRuntimeStatus;
+use k8s_openapi::api::core::v1::Pod;
+
+/// A failure of one sync step, already reported on the pod (event, waiting reason, log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncFailed;
+
+/// Stops all running containers of `pod` (in parallel, each with `grace` seconds, floored at
+/// [`MINIMUM_GRACE_PERIOD_SECONDS`], preStop hooks first) and then every sandbox (k/k
+/// `killPodWithSyncResult`). A sandbox that cannot be stopped is a `FailedKillPod` warning.
+pub async fn kill_pod(ctx: &SyncContext, pod: &Pod, rt: &PodRuntimeStatus, grace: i64) {
+    let pod_ip = rt
+        .latest_sandbox()
+        .and_then(|s| s.ip.clone())
+        .unwrap_or_default();
+    let stops = rt.running().map(|c| {
+        let pod_ip = pod_ip.as_str();
+        async move {
+            let k = KillTarget {
+                id: &c.id,
+                name: &c.name,
+                reason: KillReason::Stopping,
+                restart: false,
+            };
+            kill_container(ctx, pod, &k, grace, pod_ip).await;
+        }
+    });
+    futures::future::join_all(stops).await;
+    for s in &rt.sandboxes {
+        if let Err(e) = ctx.cri.stop_pod_sandbox(&s.id).await {
+            if !e.is_not_found() {
+                ctx.recorder.pod(
+                    pod,
+                    None,
+                    true,
+                    reason::FAILED_KILL_POD,
+                    format!("error killing pod: {}", e.user_message()),
+                );
+                tracing::warn!(sandbox = %s.id, error = %e, "stopping sandbox failed");
+            }
+        }
+    }
+}
+
+/// Removes what the runtime and the node hold for pod `uid` once it is terminated: its
+/// sandboxes (and with them their containers), containers left without a sandbox, its log
+/// directory and legacy log links, its volumes and service-account tokens, and its cgroup.
+pub async fn remove_pod(ctx: &SyncContext, pod: &Pod) {
+    let uid = crate::pod::uid(pod).to_string();
+    if let Ok(sandboxes) = ctx.cri.list_pod_sandboxes(&[(labels::POD_UID, &uid)]).await {
+        for s in sandboxes {
+            let _ = ctx.cri.stop_pod_sandbox(&s.id).await;
+            if let Err(e) = ctx.cri.remove_pod_sandbox(&s.id).await {
+                tracing::warn!(sandbox = %s.id, error = %e, "removing sandbox failed");
+            }
+        }
+    }
+    if let Ok(cs) = ctx.cri.list_containers(&[(labels::POD_UID, &uid)]).await {
+        for c in cs {
+            let _ = ctx.cri.remove_container(&c.id).await;
+        }
+    }
+    if pod.metadata.name.is_some() && pod.metadata.namespace.is_some() {
+        let dir = crate::pod::spec::pod_log_dir(&ctx.pod_logs_dir, pod);
+        logs::remove_container_log_links(pod, &ctx.pod_logs_dir).await;
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+    }
+    if let Err(e) = crate::volume::teardown(&ctx.root_dir, &uid).await {
+        tracing::warn!(error = %e, "tearing down pod volumes failed");
+    }
+    crate::volume::tokens().forget_pod(&uid);
+    if let Some(cm) = &ctx.cgroups {
+        if let Err(e) = cm.remove_pod_cgroup(&uid) {
+            tracing::warn!(error = %e, "removing the pod cgroup failed");
+        }
+    }
+}

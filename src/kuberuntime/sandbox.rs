@@ -1,0 +1,107 @@
+//! Pod sandboxes: create one with its cgroup, log directory and DNS, and name the config an
+//! existing one was made with (k/k `pkg/kubelet/kuberuntime/kuberuntime_sandbox.go`
+//! `createPodSandbox`).
+
+use super::{SyncContext, SyncFailed};
+use crate::events::reason;
+use crate::pod::runtime::SandboxStatus;
+use crate::pod::spec;
+use k8s_openapi::api::core::v1::Pod;
+
+/// A sandbox that was just created and is ready.
+pub struct CreatedSandbox {
+    /// Its status as the runtime reports it (id, attempt, IPs).
+    pub status: SandboxStatus,
+    /// The config it was created with (containers are created with it).
+    pub config: crate::cri::api::PodSandboxConfig,
+}
+
+/// Creates sandbox `attempt` of `pod`: DNS config (with its warnings as events), the pod
+/// cgroup, the pod log directory, CRI RunPodSandbox, then reads its network status.
+///
+/// Errors (already recorded on the pod): the pod cgroup cannot be named or made
+/// (`FailedCreatePodContainer`), or the runtime refuses the sandbox
+/// (`FailedCreatePodSandBox`).
+pub async fn create_sandbox(
+    ctx: &SyncContext,
+    pod: &Pod,
+    attempt: u32,
+) -> Result<CreatedSandbox, SyncFailed> {
+    let (dns, dns_warnings) = crate::pod::dns::pod_dns(pod, &ctx.dns);
+    for (why, msg) in dns_warnings {
+        ctx.recorder.pod(pod, None, true, why, msg);
+    }
+    // k/k: a pod cgroup that cannot be named or made is a FailedCreatePodContainer event and a
+    // failed sync
+    let cgroup_failed = |e: crate::cm::CgroupError, what: &str| {
+        ctx.recorder.pod(
+            pod,
+            None,
+            true,
+            reason::FAILED_CREATE_POD_CONTAINER,
+            format!("unable to ensure pod container exists: {e}"),
+        );
+        tracing::warn!(error = %e, "{what} the pod cgroup failed");
+        SyncFailed
+    };
+    let parent = crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver)
+        .map_err(|e| cgroup_failed(e, "naming"))?;
+    let config = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir, Some(dns), parent);
+    if let Some(cm) = &ctx.cgroups {
+        cm.ensure_pod_cgroup(pod)
+            .map_err(|e| cgroup_failed(e, "creating"))?;
+    }
+    let log_dir = config.log_directory.clone();
+    if let Err(e) = tokio::fs::create_dir_all(&log_dir).await {
+        tracing::warn!(dir = %log_dir, error = %e, "creating pod log directory failed");
+    }
+    let id = match ctx.cri.run_pod_sandbox(config.clone()).await {
+        Ok(id) => id,
+        Err(e) => {
+            ctx.recorder.pod(
+                pod,
+                None,
+                true,
+                reason::FAILED_CREATE_POD_SANDBOX,
+                format!("Failed to create pod sandbox: {}", e.user_message()),
+            );
+            tracing::warn!(error = %e, "Failed to create sandbox for pod {}", crate::pod::format_pod(pod));
+            return Err(SyncFailed);
+        }
+    };
+    let network = match ctx.cri.pod_sandbox_status(&id).await {
+        Ok(st) => st.network,
+        Err(_) => None,
+    };
+    let ip = network
+        .as_ref()
+        .map(|n| n.ip.clone())
+        .filter(|ip| !ip.is_empty());
+    let status = SandboxStatus {
+        id,
+        attempt,
+        ready: true,
+        ip,
+        additional_ips: network
+            .map(|n| n.additional_ips.into_iter().map(|i| i.ip).collect())
+            .unwrap_or_default(),
+        created_at: ctx.clock.now().as_nanosecond() as i64,
+    };
+    Ok(CreatedSandbox { status, config })
+}
+
+/// The config an existing sandbox `s` of `pod` was created with (containers created in it
+/// carry it).
+pub fn existing_sandbox_config(
+    ctx: &SyncContext,
+    pod: &Pod,
+    s: &SandboxStatus,
+) -> crate::cri::api::PodSandboxConfig {
+    spec::sandbox_config(
+        pod,
+        s.attempt,
+        &ctx.pod_logs_dir,
+        Some(crate::pod::dns::pod_dns(pod, &ctx.dns).0),
+        crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver).unwrap_or_default(),
+    )
+}

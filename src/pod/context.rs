@@ -1,0 +1,53 @@
+//! What every pod worker shares: the API and CRI clients, the status manager, events, the
+//! node's identity and settings, and the clock ([`SyncContext`]).
+
+use crate::cri::CriClient;
+use crate::events::EventRecorder;
+use crate::status::StatusManager;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+/// Everything a pod worker needs, shared by all workers.
+pub struct SyncContext {
+    /// API client.
+    pub client: kube::Client,
+    /// CRI client.
+    pub cri: CriClient,
+    /// The status writer.
+    pub status: StatusManager,
+    /// Events.
+    pub recorder: EventRecorder,
+    /// This node's name.
+    pub node_name: String,
+    /// This node's IPs (hostIP).
+    pub node_ips: Vec<String>,
+    /// Root dir (pod directories, volumes).
+    pub root_dir: PathBuf,
+    /// Pod logs dir (`/var/log/pods`).
+    pub pod_logs_dir: String,
+    /// Runtime name for container IDs (`containerd`).
+    pub runtime_name: String,
+    /// Image pulls are serialized, as the Go kubelet's default `serializeImagePulls: true`.
+    pub pull_lock: Mutex<()>,
+    /// All services, for service environment variables (None: no API server, no service
+    /// variables, as the Go kubelet without a service lister).
+    pub services: Option<crate::source::ServiceLister>,
+    /// The node's allocatable resources in milli-units (`resourceFieldRef` limits default).
+    pub node_allocatable_milli: BTreeMap<String, i128>,
+    /// DNS settings for pod sandboxes (clusterDNS, clusterDomain, the node's resolv.conf).
+    pub dns: crate::pod::dns::DnsSettings,
+    /// Pod-level cgroups (`cgroupsPerQOS`); None leaves them to the runtime.
+    pub cgroups: Option<crate::cm::CgroupManager>,
+    /// The cgroup driver the sandboxes' cgroup parents are named for (`cgroupDriver`).
+    pub cgroup_driver: crate::cm::CgroupDriver,
+    /// The node's memory capacity in bytes (oom_score_adj of Burstable containers).
+    pub memory_capacity_bytes: i64,
+    /// Node pressure from the eviction manager, for admitting new pods (None: no eviction
+    /// manager, every pod admitted).
+    pub pressure: Option<crate::eviction::PressureHandle>,
+    /// Wall-clock time for back-off decisions and status times: [`crate::time::SystemClock`]
+    /// in deckhand, [`crate::time::TokioClock`] in component tests with paused time.
+    pub clock: Arc<dyn crate::time::Clock>,
+}

@@ -1,0 +1,550 @@
+//! The bodies of a pod worker's states (the Go kubelet's `SyncPod`, `SyncTerminatingPod` and
+//! `SyncTerminatedPod` in k/k `pkg/kubelet/kubelet.go`): one sync of a live pod (decide with
+//! [`super::actions`], act through [`crate::kuberuntime`], report), admission and eviction, the
+//! termination with its grace period, and the clean-up afterwards. The state machine that calls
+//! them is [`super::workers`].
+
+use super::actions::{compute_pod_actions, PodActions, Waiting, WaitingReason};
+use super::runtime::PodRuntimeStatus;
+use super::spec;
+use super::workers::{PodUpdate, PodWorker, VOLUME_REFRESH_PERIOD};
+use crate::events::reason;
+use crate::kuberuntime::{self, KillTarget, StartTarget, SyncFailed};
+use crate::prober::ProbeEnv;
+use crate::status::{generate_pod_status, StatusInputs};
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Preconditions};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+impl PodWorker {
+    /// One sync of a live pod. Returns when the worker should sync again at the latest
+    /// (the end of a back-off).
+    pub(super) async fn sync(&mut self, pod: &Pod) -> Result<Option<Timestamp>, SyncFailed> {
+        let ctx = self.ctx.clone();
+        let rt = match PodRuntimeStatus::observe(&ctx.cri, super::uid(pod)).await {
+            Ok(rt) => rt,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading pod state from the runtime failed");
+                return Err(SyncFailed);
+            }
+        };
+        let now = ctx.clock.now();
+        let actions = compute_pod_actions(pod, &rt, &self.probes.results, &self.crash_backoff, now);
+        for (key, finished) in &actions.backoff_advances {
+            self.crash_backoff.next(key, *finished);
+        }
+        self.crash_backoff.gc(now);
+        let mut next = actions.next_sync;
+        if actions.create_sandbox.is_some() || !actions.start.is_empty() {
+            // The status as the worker takes up the work, before any sandbox, pull or start
+            // (k/k SyncPod sets the status first): startTime, PodScheduled, Initialized or not,
+            // containers waiting in ContainerCreating / PodInitializing.
+            if let Some((base, status)) = self.status_to_write(pod, &rt, false) {
+                self.ctx.status.queue(&base, &status);
+            }
+        }
+        let result = self.execute(pod, &rt, &actions).await;
+        if actions.pod_done {
+            self.finished = true;
+        }
+        if let Some(t) = self.image_backoff_next() {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+        // Record crash back-off events for containers held back.
+        for (name, w) in &actions.waiting {
+            if w.reason == WaitingReason::CrashLoopBackOff {
+                ctx.recorder.pod(
+                    pod,
+                    Some(name),
+                    true,
+                    reason::BACK_OFF,
+                    format!(
+                        "Back-off restarting failed container {} in pod {}",
+                        name,
+                        super::format_pod(pod)
+                    ),
+                );
+            }
+        }
+        for (k, v) in &actions.waiting {
+            self.waiting.insert(k.clone(), v.clone());
+        }
+        self.write_status(pod, actions.pod_done).await;
+        result.map(|_| next)
+    }
+
+    /// When the earliest image-pull back-off of this pod ends, so the worker retries the pull
+    /// then rather than at the next periodic sync.
+    fn image_backoff_next(&self) -> Option<Timestamp> {
+        let pulling = self.waiting.values().any(|w| w.reason.is_image_pull());
+        if !pulling {
+            return None;
+        }
+        self.image_backoff
+            .earliest_end_since_update(self.ctx.clock.now())
+    }
+
+    /// Hands the pod's current status to the status manager (which writes it in the background,
+    /// newest first) and keeps the probe tasks in step with the running containers.
+    pub(super) async fn write_status(&mut self, pod: &Pod, terminal: bool) {
+        if let Some((base, status)) = self.observe_status(pod, terminal).await {
+            self.ctx.status.queue(&base, &status);
+        }
+    }
+
+    /// Writes the pod's status now and waits for the API server (the terminal status that must
+    /// land before the pod object is deleted).
+    async fn write_status_now(&mut self, pod: &Pod, terminal: bool) {
+        if let Some((base, status)) = self.observe_status(pod, terminal).await {
+            if let Err(e) = self.ctx.status.set_pod_status(&base, &status).await {
+                tracing::warn!(error = %e, "status update failed");
+            }
+        }
+    }
+
+    /// Reads the runtime and returns the status to write (see [`Self::status_to_write`]), after
+    /// reconciling the probe tasks with the running containers.
+    async fn observe_status(&mut self, pod: &Pod, terminal: bool) -> Option<(Pod, PodStatus)> {
+        if self.terminal_override.as_ref().is_some_and(|o| o.rejected) {
+            return self.status_to_write(pod, &PodRuntimeStatus::default(), terminal);
+        }
+        let rt = match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+            Ok(rt) => rt,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading pod state for status failed");
+                return None;
+            }
+        };
+        let out = self.status_to_write(pod, &rt, terminal);
+        // Probe tasks follow the running container instances.
+        if terminal || self.terminal_override.is_some() {
+            self.probes.stop_all();
+        } else {
+            let pod_ip = rt
+                .latest_sandbox()
+                .and_then(|s| s.ip.clone())
+                .unwrap_or_default();
+            let running: Vec<(String, k8s_openapi::api::core::v1::Container, i64)> = rt
+                .running()
+                .filter_map(|c| {
+                    spec::find_container(pod, &c.name)
+                        .map(|sc| (c.id.clone(), sc.clone(), c.started_at))
+                })
+                .collect();
+            let env = ProbeEnv {
+                cri: self.ctx.cri.clone(),
+                recorder: self.ctx.recorder.clone(),
+            };
+            self.probes.reconcile(pod, &pod_ip, &running, &env);
+        }
+        out
+    }
+
+    /// The status of `pod` for runtime state `rt`, and the pod object to write it on (the
+    /// newest copy we have, so the status manager diffs against the newest API status).
+    /// A pod refused at admission gets the minimal status the Go kubelet's rejectPod writes.
+    fn status_to_write(
+        &self,
+        pod: &Pod,
+        rt: &PodRuntimeStatus,
+        terminal: bool,
+    ) -> Option<(Pod, PodStatus)> {
+        let latest = self.rx.borrow().pod.clone();
+        let base = if super::uid(&latest) == super::uid(pod) {
+            latest
+        } else {
+            pod.clone()
+        };
+        let now = crate::time::truncate(self.ctx.clock.now());
+        if let Some(o) = self.terminal_override.clone().filter(|o| o.rejected) {
+            let status = o.rejected_status(&base, now);
+            return Some((base, status));
+        }
+        let mut status = generate_pod_status(
+            pod,
+            &StatusInputs {
+                runtime: rt,
+                waiting: &self.waiting,
+                runtime_name: &self.ctx.runtime_name,
+                node_ips: &self.ctx.node_ips,
+                terminal,
+                now,
+                probes: &self.probes.results,
+            },
+        );
+        if let Some(o) = &self.terminal_override {
+            o.apply(&mut status);
+        }
+        Some((base, status))
+    }
+
+    /// Stops what is left of a pod that finished and reports its terminal status; the worker
+    /// syncs it no more.
+    pub(super) async fn finish(&mut self, pod: &Pod) {
+        self.finished = true;
+        match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+            Ok(rt) => {
+                if rt.running().next().is_some() || rt.sandboxes.iter().any(|s| s.ready) {
+                    tracing::info!("pod is finished; stopping what still runs");
+                    kuberuntime::kill_pod(
+                        &self.ctx,
+                        pod,
+                        &rt,
+                        super::grace::requested_grace_seconds(pod),
+                    )
+                    .await;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "reading the finished pod's runtime state failed"),
+        }
+        self.probes.stop_all();
+        self.write_status(pod, true).await;
+    }
+
+    /// Carries out the actions (k/k `SyncPod`): kill, volumes, sandbox, /etc/hosts, starts.
+    /// Failures are recorded on the pod (waiting reasons, events).
+    async fn execute(
+        &mut self,
+        pod: &Pod,
+        rt: &PodRuntimeStatus,
+        a: &PodActions,
+    ) -> Result<(), SyncFailed> {
+        let ctx = self.ctx.clone();
+        let grace = super::grace::requested_grace_seconds(pod);
+        if a.create_sandbox.is_some() && !rt.sandboxes.is_empty() {
+            // k/k SyncPod: a new sandbox where one existed, whether or not anything still runs
+            ctx.recorder.pod(
+                pod,
+                None,
+                false,
+                reason::SANDBOX_CHANGED,
+                "Pod sandbox changed, it will be killed and re-created.".into(),
+            );
+        }
+        if a.kill_pod && (rt.running().next().is_some() || rt.sandboxes.iter().any(|s| s.ready)) {
+            kuberuntime::kill_pod(&ctx, pod, rt, grace).await;
+        }
+        let pod_ip = rt
+            .latest_sandbox()
+            .and_then(|s| s.ip.clone())
+            .unwrap_or_default();
+        for k in &a.kill {
+            let target = KillTarget {
+                id: &k.id,
+                name: &k.name,
+                reason: k.reason,
+                restart: k.restart,
+            };
+            kuberuntime::kill_container(&ctx, pod, &target, grace, &pod_ip).await;
+        }
+        if a.pod_done || (a.start.is_empty() && a.create_sandbox.is_none()) {
+            if !a.pod_done && rt.latest_sandbox().is_some() {
+                self.refresh_volumes(pod).await;
+            }
+            return Ok(());
+        }
+
+        // Volumes: set up before any container of the pod starts.
+        let volumes = match crate::volume::setup(
+            &ctx.client,
+            &ctx.root_dir,
+            pod,
+            &ctx.node_allocatable_milli,
+        )
+        .await
+        {
+            Ok(v) => {
+                self.volumes_refreshed = Some(Instant::now());
+                v
+            }
+            Err(e) => {
+                let msg = format!("MountVolume.SetUp failed: {e}");
+                ctx.recorder.pod(pod, None, true, reason::FAILED_MOUNT, msg);
+                tracing::warn!(error = %e, "volume setup failed");
+                for s in &a.start {
+                    let why = if rt.latest(&s.name).is_some() {
+                        WaitingReason::CreateContainerConfigError
+                    } else {
+                        WaitingReason::ContainerCreating
+                    };
+                    self.waiting.insert(s.name.clone(), Waiting::new(why, ""));
+                }
+                return Err(SyncFailed);
+            }
+        };
+
+        let (sandbox_id, pod_ip, sandbox_config) = match a.create_sandbox {
+            Some(attempt) => {
+                let created = kuberuntime::sandbox::create_sandbox(&ctx, pod, attempt).await?;
+                // The sandbox is ready: PodReadyToStartContainers and the pod IPs go out before
+                // any image pull or container start.
+                let mut with_sandbox = rt.clone();
+                with_sandbox.sandboxes.insert(0, created.status.clone());
+                if let Some((base, status)) = self.status_to_write(pod, &with_sandbox, false) {
+                    ctx.status.queue(&base, &status);
+                }
+                let ip = created.status.ip.unwrap_or_default();
+                (created.status.id, ip, created.config)
+            }
+            None => {
+                let Some(s) = rt.latest_sandbox() else {
+                    tracing::warn!("no sandbox to start containers in");
+                    return Err(SyncFailed);
+                };
+                let cfg = kuberuntime::sandbox::existing_sandbox_config(&ctx, pod, s);
+                (s.id.clone(), s.ip.clone().unwrap_or_default(), cfg)
+            }
+        };
+        let etc_hosts = self.write_etc_hosts(pod, &pod_ip).await;
+        let target = StartTarget {
+            sandbox_id: &sandbox_id,
+            sandbox_config: &sandbox_config,
+            pod_ip: &pod_ip,
+            volumes: &volumes,
+            etc_hosts: etc_hosts.as_deref(),
+        };
+        let mut failed = false;
+        for s in &a.start {
+            let previous = self.waiting.get(&s.name).cloned();
+            let started = kuberuntime::start_container(
+                &ctx,
+                pod,
+                &s.name,
+                s.attempt,
+                &target,
+                &mut self.image_backoff,
+                previous.as_ref(),
+            )
+            .await;
+            match started {
+                Ok(()) => {
+                    self.waiting.remove(&s.name);
+                }
+                Err(w) => {
+                    self.waiting.insert(s.name.clone(), w);
+                    failed = true;
+                    if s.init {
+                        break;
+                    }
+                }
+            }
+        }
+        if failed {
+            Err(SyncFailed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Writes the kubelet-managed /etc/hosts ([`super::hosts`]) and returns its path, or None
+    /// for host-network pods, pods without an IP, and a file that could not be written.
+    async fn write_etc_hosts(&self, pod: &Pod, pod_ip: &str) -> Option<String> {
+        let content = super::hosts::managed_hosts_file(pod, pod_ip, &self.ctx.dns.cluster_domain)?;
+        let dir = crate::volume::pod_dir(&self.ctx.root_dir, super::uid(pod));
+        match super::hosts::write(&dir, &content).await {
+            Ok(path) => Some(path.display().to_string()),
+            Err(e) => {
+                tracing::warn!(error = %e, "writing etc-hosts failed");
+                None
+            }
+        }
+    }
+
+    /// Re-writes the pod's configMap, secret, downwardAPI and projected volumes (new data through
+    /// the atomic writer; service-account tokens renewed by the token manager) at most every
+    /// [`VOLUME_REFRESH_PERIOD`], as the Go kubelet's volume manager remounts them on its syncs.
+    /// A failure is a `FailedMount` warning; the running containers are left alone.
+    async fn refresh_volumes(&mut self, pod: &Pod) {
+        if self
+            .volumes_refreshed
+            .is_some_and(|t| t.elapsed() < VOLUME_REFRESH_PERIOD)
+        {
+            return;
+        }
+        self.volumes_refreshed = Some(Instant::now());
+        if let Err(e) = crate::volume::setup(
+            &self.ctx.client,
+            &self.ctx.root_dir,
+            pod,
+            &self.ctx.node_allocatable_milli,
+        )
+        .await
+        {
+            tracing::warn!(error = %e, "volume refresh failed");
+            self.ctx.recorder.pod(
+                pod,
+                None,
+                true,
+                reason::FAILED_MOUNT,
+                format!("MountVolume.SetUp failed: {e}"),
+            );
+        }
+    }
+
+    /// Admission of a pod this node has not started (no sandbox yet, not terminal): under node
+    /// pressure the eviction manager may refuse it (k/k `rejectPod`: a Warning event with the
+    /// reason and message, status Failed with `Pod was rejected: <message>`).
+    pub(super) async fn admission(&self, pod: &Pod) -> Option<crate::eviction::TerminalStatus> {
+        let pressure = self.ctx.pressure.as_ref()?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded") | Some("Failed") | Some("Running")) {
+            return None;
+        }
+        let msg = pressure.admit(pod).err()?;
+        match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+            Ok(rt) if rt.sandboxes.is_empty() => {}
+            _ => return None,
+        }
+        tracing::warn!(reason = crate::eviction::rank::REASON_EVICTED, message = %msg, "pod rejected at admission");
+        self.ctx.recorder.pod(
+            pod,
+            None,
+            true,
+            crate::eviction::rank::REASON_EVICTED,
+            msg.clone(),
+        );
+        let status = crate::eviction::TerminalStatus {
+            reason: crate::eviction::rank::REASON_EVICTED.into(),
+            message: format!("Pod was rejected: {msg}"),
+            condition: None,
+            grace_seconds: 0,
+            rejected: true,
+        };
+        Some(status)
+    }
+
+    /// Stops a pod the eviction manager evicts: kill its containers with the eviction's grace
+    /// period, tear down its volumes (so an emptyDir's space comes back at once), and report
+    /// `Failed` with the eviction's reason, message and `DisruptionTarget` condition. The
+    /// pod object stays until it is deleted (k/k `killPodNow` with a status function).
+    pub(super) async fn evict(&mut self, pod: &Pod, ev: Arc<crate::eviction::TerminalStatus>) {
+        tracing::info!(message = %ev.message, "evicting pod");
+        self.terminal_override = Some(ev.clone());
+        match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+            Ok(rt) => self.kill_pod(pod, &rt, ev.grace_seconds).await,
+            Err(e) => tracing::warn!(error = %e, "reading pod state for eviction failed"),
+        }
+        self.probes.stop_all();
+        // volumes first, so the space of its emptyDirs is back when the pod shows Failed
+        let uid = super::uid(pod).to_string();
+        if let Err(e) = crate::volume::teardown(&self.ctx.root_dir, &uid).await {
+            tracing::warn!(error = %e, "tearing down the evicted pod's volumes failed");
+        }
+        crate::volume::tokens().forget_pod(&uid);
+        let latest = self.rx.borrow().pod.clone();
+        self.write_status(&latest, true).await;
+    }
+
+    /// Stops the pod's containers and sandboxes ([`kuberuntime::kill_pod`]).
+    async fn kill_pod(&self, pod: &Pod, rt: &PodRuntimeStatus, grace: i64) {
+        kuberuntime::kill_pod(&self.ctx, pod, rt, grace).await;
+    }
+
+    /// Terminates a deleted or removed pod: kill with the grace period, report the terminal
+    /// status, complete the deletion in the API server, then remove the sandbox, log and pod
+    /// directories. A shorter grace period arriving meanwhile (a second delete with
+    /// `--grace-period`, a force delete) re-issues the kill with it, as the Go pod worker
+    /// cancels the running termination and starts it again with the effective grace period; a
+    /// preStop hook that hangs counts against the shortened period too.
+    pub(super) async fn terminate(&mut self, update: PodUpdate, cancel: &CancellationToken) {
+        let ctx = self.ctx.clone();
+        let mut pod = update.pod;
+        let mut removed = update.removed;
+        let uid = super::uid(&pod).to_string();
+        let abrupt =
+            |removed: bool, pod: &Pod| removed && pod.metadata.deletion_timestamp.is_none();
+        let mut grace = super::grace::effective_grace_period(None, &pod, abrupt(removed, &pod));
+        tracing::info!(grace_seconds = grace, removed, "terminating pod");
+        let mut rx = self.rx.clone();
+        let mut delay = Duration::from_secs(1);
+        loop {
+            let rt = match PodRuntimeStatus::observe(&ctx.cri, &uid).await {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading runtime state for termination failed; retrying");
+                    tokio::select! { _ = cancel.cancelled() => return, _ = tokio::time::sleep(delay) => {} }
+                    delay = (delay * 2).min(Duration::from_secs(30));
+                    continue;
+                }
+            };
+            let shorter = {
+                let kill = self.kill_pod(&pod, &rt, grace);
+                tokio::pin!(kill);
+                loop {
+                    tokio::select! {
+                        _ = &mut kill => break None,
+                        _ = cancel.cancelled() => return,
+                        changed = rx.changed() => {
+                            if changed.is_err() {
+                                // no more updates can come: finish this kill
+                                (&mut kill).await;
+                                break None;
+                            }
+                            let u = rx.borrow_and_update().clone();
+                            let g = super::grace::effective_grace_period(
+                                Some(grace),
+                                &u.pod,
+                                abrupt(u.removed, &u.pod),
+                            );
+                            if g < grace {
+                                break Some((g, u));
+                            }
+                        }
+                    }
+                }
+            };
+            match shorter {
+                None => break,
+                Some((g, u)) => {
+                    tracing::info!(
+                        grace_seconds = g,
+                        previous_seconds = grace,
+                        "grace period shortened; killing again"
+                    );
+                    grace = g;
+                    removed = removed || u.removed;
+                    pod = u.pod;
+                }
+            }
+        }
+        if !removed {
+            // Report the terminal phase, then finish the deletion (status first, as the Go
+            // kubelet requires a terminal phase before the object is removed).
+            let latest = self.rx.borrow().pod.clone();
+            self.write_status_now(&latest, true).await;
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+            let dp = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            match api.delete(&name, &dp).await {
+                Ok(_) => tracing::info!("Pod fully terminated and removed from etcd"),
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => tracing::warn!(error = %e, "deleting pod object failed"),
+            }
+        }
+        self.cleanup(&pod).await;
+    }
+
+    /// Removes the pod's sandboxes (and with them its containers), log directory, pod directory
+    /// and back-off entries.
+    async fn cleanup(&mut self, pod: &Pod) {
+        let ctx = self.ctx.clone();
+        let uid = super::uid(pod).to_string();
+        kuberuntime::remove_pod(&ctx, pod).await;
+        ctx.status.forget(&uid);
+        self.crash_backoff.forget_prefix("");
+        self.image_backoff.forget_prefix("");
+        tracing::info!("pod cleaned up");
+    }
+}

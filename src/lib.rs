@@ -45,6 +45,7 @@ pub mod source;
 pub mod standalone;
 pub mod status;
 pub mod systemd;
+pub mod tasks;
 pub mod time;
 pub mod volume;
 

@@ -35,6 +35,8 @@ pub struct Pleg {
     tx: mpsc::Sender<String>,
     /// Runtime object id → pod UID, from the last relist.
     owners: Arc<Mutex<HashMap<String, String>>>,
+    /// Where the event stream and the per-event handlers run.
+    tasks: crate::tasks::Tasks,
 }
 
 impl Pleg {
@@ -51,19 +53,28 @@ impl Pleg {
             relist_period,
             tx,
             owners: Arc::default(),
+            tasks: crate::tasks::Tasks::new(),
         }
+    }
+
+    /// Runs the event stream and the per-event handlers in `tasks` (the kubelet's set, so
+    /// shutdown waits for them).
+    pub fn with_tasks(mut self, tasks: crate::tasks::Tasks) -> Self {
+        self.tasks = tasks;
+        self
     }
 
     /// Runs the event subscription and the relist loop until `cancel`.
     pub async fn run(self, cancel: CancellationToken) {
         let this = Arc::new(self);
-        let events = {
-            let this = this.clone();
+        {
+            let this2 = this.clone();
             let cancel = cancel.clone();
-            tokio::spawn(async move { this.run_events(cancel).await })
-        };
+            this.tasks.spawn("pleg event stream", async move {
+                this2.run_events(cancel).await
+            });
+        }
         this.run_relist(cancel).await;
-        let _ = events.await;
     }
 
     async fn snapshot(&self) -> Option<Snapshot> {
@@ -170,7 +181,9 @@ impl Pleg {
                                 };
                                 if let Some((id, exited)) = id {
                                     let this = self.clone();
-                                    tokio::spawn(async move { this.on_event(id, exited).await });
+                                    self.tasks.spawn("pleg event", async move {
+                                        this.on_event(id, exited).await
+                                    });
                                 }
                             }
                             Some(Err(e)) => {

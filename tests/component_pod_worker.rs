@@ -173,6 +173,7 @@ impl Harness {
             memory_capacity_bytes: 8 << 30,
             pressure: None,
             clock: runtime.clock(),
+            tasks: deckhand::tasks::Tasks::new(),
         });
         let (pods, pods_rx) = mpsc::channel(16);
         let (pleg, pleg_rx) = mpsc::channel(16);

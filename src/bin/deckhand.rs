@@ -315,6 +315,9 @@ async fn main() -> Result<()> {
     }
 
     let mut tasks = tokio::task::JoinSet::new();
+    // pod workers, their probe tasks and PLEG's handlers; the loops above and below are in
+    // `tasks` (a JoinSet)
+    let tracked = deckhand::tasks::Tasks::new();
     if let Some(r) = reloadable {
         let rotator = Rotator {
             kind: Kind::Client,
@@ -389,6 +392,7 @@ async fn main() -> Result<()> {
             .memory_bytes as i64,
         pressure: Some(pressure.clone()),
         clock: Arc::new(deckhand::time::SystemClock),
+        tasks: tracked.clone(),
     });
     {
         // the status manager's writer task (k/k status_manager.go Start)
@@ -461,7 +465,8 @@ async fn main() -> Result<()> {
             flags.containerd_socket(),
             flags.pleg_relist_period,
             pleg_tx,
-        );
+        )
+        .with_tasks(tracked.clone());
         let c = cancel.clone();
         tasks.spawn(async move { pleg.run(c).await });
     }
@@ -624,6 +629,10 @@ async fn main() -> Result<()> {
         while tasks.join_next().await.is_some() {}
     })
     .await;
+    let left = tracked.shutdown(Duration::from_secs(5)).await;
+    if !left.is_empty() {
+        tracing::warn!(tasks = ?left, "tasks still running at shutdown");
+    }
     Ok(())
 }
 

@@ -445,6 +445,7 @@ pub fn oom_score_adj(pod: &Pod, c: &Container, memory_capacity_bytes: i64) -> i6
 /// `SystemdCgroup = true`) starts the containers' scopes in them, adopts the existing
 /// directories, and leaves the limits written here in place unless a slice unit of the same
 /// name sets its own.
+#[derive(Clone, Copy)]
 pub struct CgroupManager {
     hierarchy: fn() -> Box<dyn cgroups_rs::Hierarchy>,
     driver: CgroupDriver,

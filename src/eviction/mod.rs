@@ -305,6 +305,83 @@ fn observe_pids() -> Option<Observation> {
     })
 }
 
+/// Local storage usage of a pod (logs, local volumes, and the writable layers when
+/// `with_rootfs`), as `podDiskUsage` measures it. Walks directories: call it off the runtime
+/// threads.
+fn pod_disk_usage(
+    root_dir: &Path,
+    pod_logs_dir: &Path,
+    pod: &Pod,
+    stats: Option<&crate::server::stats::PodStats>,
+    with_rootfs: bool,
+) -> PodUsage {
+    let uid = crate::pod::uid(pod);
+    let log_dir = pod_logs_dir.join(format!(
+        "{}_{}_{}",
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or(""),
+        uid
+    ));
+    let mut bytes = 0u64;
+    let mut inodes = 0u64;
+    let mut containers = vec![];
+    let spec = pod.spec.clone().unwrap_or_default();
+    for c in spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+    {
+        let (lb, li) = du(&log_dir.join(&c.name));
+        let rootfs = stats
+            .and_then(|s| s.containers.iter().find(|x| x.name == c.name))
+            .and_then(|x| x.rootfs.as_ref())
+            .and_then(|r| r.used_bytes);
+        bytes += lb;
+        inodes += li;
+        if with_rootfs {
+            bytes += rootfs.unwrap_or(0);
+        }
+        containers.push(ContainerUsage {
+            name: c.name.clone(),
+            memory_bytes: stats
+                .and_then(|s| s.containers.iter().find(|x| x.name == c.name))
+                .and_then(|x| x.memory.as_ref())
+                .and_then(|m| m.working_set_bytes),
+            ephemeral_bytes: Some(lb + rootfs.unwrap_or(0)),
+        });
+    }
+    let vol_root = crate::volume::pod_dir(root_dir, uid).join("volumes");
+    for v in spec.volumes.iter().flatten() {
+        // localVolumeNames: emptyDir on disk, configMap, gitRepo (downwardAPI too here:
+        // it is written to disk as well)
+        let dir = if let Some(e) = &v.empty_dir {
+            if e.medium.as_deref() == Some("Memory") {
+                continue;
+            }
+            "kubernetes.io~empty-dir"
+        } else if v.config_map.is_some() {
+            "kubernetes.io~configmap"
+        } else if v.downward_api.is_some() {
+            "kubernetes.io~downward-api"
+        } else {
+            continue;
+        };
+        let (b, i) = du(&vol_root.join(dir).join(&v.name));
+        bytes += b;
+        inodes += i;
+    }
+    PodUsage {
+        memory_bytes: stats
+            .and_then(|s| s.memory.as_ref())
+            .and_then(|m| m.working_set_bytes),
+        disk_bytes: Some(bytes),
+        inodes: Some(inodes),
+        processes: None,
+        containers,
+    }
+}
+
 /// Tasks in the pod's cgroup (`pids.current`, cgroup v1 `pids` hierarchy or v2), if known.
 fn pod_processes(pod: &Pod, driver: crate::cm::CgroupDriver) -> Option<u64> {
     let path = crate::cm::pod_cgroup_parent(pod, driver).ok()?;
@@ -441,81 +518,6 @@ impl EvictionManager {
         (obs, pods, dedicated)
     }
 
-    /// Local storage usage of a pod (logs, local volumes, and the writable layers when
-    /// `with_rootfs`), as `podDiskUsage` measures it.
-    fn pod_disk_usage(
-        &self,
-        pod: &Pod,
-        stats: Option<&crate::server::stats::PodStats>,
-        with_rootfs: bool,
-    ) -> PodUsage {
-        let uid = crate::pod::uid(pod);
-        let log_dir = self.cfg.pod_logs_dir.join(format!(
-            "{}_{}_{}",
-            pod.metadata.namespace.as_deref().unwrap_or(""),
-            pod.metadata.name.as_deref().unwrap_or(""),
-            uid
-        ));
-        let mut bytes = 0u64;
-        let mut inodes = 0u64;
-        let mut containers = vec![];
-        let spec = pod.spec.clone().unwrap_or_default();
-        for c in spec
-            .init_containers
-            .iter()
-            .flatten()
-            .chain(spec.containers.iter())
-        {
-            let (lb, li) = du(&log_dir.join(&c.name));
-            let rootfs = stats
-                .and_then(|s| s.containers.iter().find(|x| x.name == c.name))
-                .and_then(|x| x.rootfs.as_ref())
-                .and_then(|r| r.used_bytes);
-            bytes += lb;
-            inodes += li;
-            if with_rootfs {
-                bytes += rootfs.unwrap_or(0);
-            }
-            containers.push(ContainerUsage {
-                name: c.name.clone(),
-                memory_bytes: stats
-                    .and_then(|s| s.containers.iter().find(|x| x.name == c.name))
-                    .and_then(|x| x.memory.as_ref())
-                    .and_then(|m| m.working_set_bytes),
-                ephemeral_bytes: Some(lb + rootfs.unwrap_or(0)),
-            });
-        }
-        let vol_root = crate::volume::pod_dir(&self.cfg.root_dir, uid).join("volumes");
-        for v in spec.volumes.iter().flatten() {
-            // localVolumeNames: emptyDir on disk, configMap, gitRepo (downwardAPI too here:
-            // it is written to disk as well)
-            let dir = if let Some(e) = &v.empty_dir {
-                if e.medium.as_deref() == Some("Memory") {
-                    continue;
-                }
-                "kubernetes.io~empty-dir"
-            } else if v.config_map.is_some() {
-                "kubernetes.io~configmap"
-            } else if v.downward_api.is_some() {
-                "kubernetes.io~downward-api"
-            } else {
-                continue;
-            };
-            let (b, i) = du(&vol_root.join(dir).join(&v.name));
-            bytes += b;
-            inodes += i;
-        }
-        PodUsage {
-            memory_bytes: stats
-                .and_then(|s| s.memory.as_ref())
-                .and_then(|m| m.working_set_bytes),
-            disk_bytes: Some(bytes),
-            inodes: Some(inodes),
-            processes: None,
-            containers,
-        }
-    }
-
     /// One pass of the control loop (`synchronize`). Returns the evicted pod's name, if any.
     pub async fn synchronize(&mut self) -> Option<String> {
         let (obs, pod_stats, dedicated) = self.observe().await;
@@ -578,38 +580,53 @@ impl EvictionManager {
             _ => true,
         };
         let root_dir_usage = {
-            let pods: Vec<(Pod, Option<&crate::server::stats::PodStats>)> = active
+            let pods: Vec<(Pod, Option<crate::server::stats::PodStats>)> = active
                 .into_iter()
                 .map(|p| {
-                    let s = by_uid.get(crate::pod::uid(&p)).copied();
+                    let s = by_uid.get(crate::pod::uid(&p)).map(|s| (*s).clone());
                     (p, s)
                 })
                 .collect();
-            pods.into_iter()
-                .map(|(p, s)| {
-                    let u = match signal {
-                        Signal::MemoryAvailable | Signal::PidAvailable => s.map(|s| PodUsage {
-                            memory_bytes: s.memory.as_ref().and_then(|m| m.working_set_bytes),
-                            processes: self.cfg.pod_cgroups.and_then(|d| pod_processes(&p, d)),
-                            containers: s
-                                .containers
-                                .iter()
-                                .map(|c| ContainerUsage {
-                                    name: c.name.clone(),
-                                    memory_bytes: c
-                                        .memory
-                                        .as_ref()
-                                        .and_then(|m| m.working_set_bytes),
-                                    ephemeral_bytes: None,
-                                })
-                                .collect(),
-                            ..Default::default()
-                        }),
-                        _ => Some(self.pod_disk_usage(&p, s, with_rootfs)),
-                    };
-                    (p, u)
-                })
-                .collect::<Vec<_>>()
+            let root_dir = self.cfg.root_dir.clone();
+            let pod_logs_dir = self.cfg.pod_logs_dir.clone();
+            let pod_cgroups = self.cfg.pod_cgroups;
+            // directory walks and cgroup reads are blocking file work: off the runtime threads
+            let measured = tokio::task::spawn_blocking(move || {
+                pods.into_iter()
+                    .map(|(p, s)| {
+                        let s = s.as_ref();
+                        let u = match signal {
+                            Signal::MemoryAvailable | Signal::PidAvailable => s.map(|s| PodUsage {
+                                memory_bytes: s.memory.as_ref().and_then(|m| m.working_set_bytes),
+                                processes: pod_cgroups.and_then(|d| pod_processes(&p, d)),
+                                containers: s
+                                    .containers
+                                    .iter()
+                                    .map(|c| ContainerUsage {
+                                        name: c.name.clone(),
+                                        memory_bytes: c
+                                            .memory
+                                            .as_ref()
+                                            .and_then(|m| m.working_set_bytes),
+                                        ephemeral_bytes: None,
+                                    })
+                                    .collect(),
+                                ..Default::default()
+                            }),
+                            _ => Some(pod_disk_usage(&root_dir, &pod_logs_dir, &p, s, with_rootfs)),
+                        };
+                        (p, u)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await;
+            match measured {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(error = %e, "measuring pod usage failed");
+                    return None;
+                }
+            }
         };
         let mut ranked = root_dir_usage;
         rank::rank(signal, &mut ranked);

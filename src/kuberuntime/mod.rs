@@ -90,9 +90,12 @@ pub async fn remove_pod(ctx: &SyncContext, pod: &Pod) {
         tracing::warn!(error = %e, "tearing down pod volumes failed");
     }
     crate::volume::tokens().forget_pod(&uid);
-    if let Some(cm) = &ctx.cgroups {
-        if let Err(e) = cm.remove_pod_cgroup(&uid) {
-            tracing::warn!(error = %e, "removing the pod cgroup failed");
+    if let Some(cm) = ctx.cgroups {
+        let u = uid.clone();
+        match tokio::task::spawn_blocking(move || cm.remove_pod_cgroup(&u)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "removing the pod cgroup failed"),
+            Err(e) => tracing::warn!(error = %e, "removing the pod cgroup did not finish"),
         }
     }
 }

@@ -47,9 +47,16 @@ pub async fn create_sandbox(
     let parent = crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver)
         .map_err(|e| cgroup_failed(e, "naming"))?;
     let config = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir, Some(dns), parent);
-    if let Some(cm) = &ctx.cgroups {
-        cm.ensure_pod_cgroup(pod)
-            .map_err(|e| cgroup_failed(e, "creating"))?;
+    if let Some(cm) = ctx.cgroups {
+        // cgroupfs writes are blocking file work: off the runtime threads
+        let p = pod.clone();
+        match tokio::task::spawn_blocking(move || cm.ensure_pod_cgroup(&p)).await {
+            Ok(r) => r.map_err(|e| cgroup_failed(e, "creating"))?,
+            Err(e) => {
+                tracing::warn!(error = %e, "creating the pod cgroup did not finish");
+                return Err(SyncFailed);
+            }
+        }
     }
     let log_dir = config.log_directory.clone();
     if let Err(e) = tokio::fs::create_dir_all(&log_dir).await {

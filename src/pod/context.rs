@@ -50,4 +50,7 @@ pub struct SyncContext {
     /// Wall-clock time for back-off decisions and status times: [`crate::time::SystemClock`]
     /// in deckhand, [`crate::time::TokioClock`] in component tests with paused time.
     pub clock: Arc<dyn crate::time::Clock>,
+    /// The kubelet's long-lived tasks: pod workers and their probe tasks are spawned here, so
+    /// shutdown waits for them and names the ones that do not stop.
+    pub tasks: crate::tasks::Tasks,
 }

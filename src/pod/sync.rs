@@ -138,6 +138,7 @@ impl PodWorker {
             let env = ProbeEnv {
                 cri: self.ctx.cri.clone(),
                 recorder: self.ctx.recorder.clone(),
+                tasks: self.ctx.tasks.clone(),
             };
             self.probes.reconcile(pod, &pod_ip, &running, &env);
         }

@@ -151,7 +151,13 @@ impl PodWorkers {
         let span = span_for(&pod);
         let cancel = cancel.child_token();
         let uid2 = uid.clone();
-        tokio::spawn(
+        let name = format!(
+            "pod worker {}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or(""),
+            pod.metadata.name.as_deref().unwrap_or("")
+        );
+        self.ctx.tasks.spawn(
+            name,
             async move {
                 worker.run(cancel).await;
                 let _ = done.send(uid2);

@@ -161,6 +161,8 @@ pub struct ProbeEnv {
     pub cri: crate::cri::CriClient,
     /// Events.
     pub recorder: EventRecorder,
+    /// Where probe tasks are spawned (in the pod worker's tracing span).
+    pub tasks: crate::tasks::Tasks,
 }
 
 impl PodProbes {
@@ -247,7 +249,8 @@ impl PodProbes {
                     },
                 };
                 let cancel = cancel.clone();
-                tokio::spawn(async move { task.run(cancel).await });
+                let name = format!("{} probe {}", kind.to_string().to_lowercase(), c.name);
+                env.tasks.spawn(name, async move { task.run(cancel).await });
             }
             self.tasks.insert(id.clone(), (cancel, gate_tx));
         }

@@ -49,6 +49,8 @@ struct Inner {
     client: Option<kube::Client>,
     /// Keyed by the UID written to (a static pod's mirror pod UID).
     last_written: Mutex<HashMap<String, PodStatus>>,
+    /// The pod's resourceVersion our last write produced, by the UID written to.
+    written_rv: Mutex<HashMap<String, u64>>,
     mirrors: crate::source::mux::MirrorUids,
     /// Statuses not written yet, by pod UID: the newest wins.
     pending: Mutex<HashMap<String, (Pod, PodStatus)>>,
@@ -56,6 +58,70 @@ struct Inner {
     /// Held around every API write, so the writer task and [`StatusManager::set_pod_status`]
     /// never send two statuses of one pod out of order.
     writing: tokio::sync::Mutex<()>,
+}
+
+/// The part of a status the kubelet owns, as JSON: every field but the conditions of types
+/// other components own (`DisruptionTarget`, readiness gates, ...).
+fn kubelet_owned(s: &PodStatus) -> Value {
+    let mut s = s.clone();
+    if let Some(cs) = s.conditions.as_mut() {
+        cs.retain(|c| crate::status::generate::KUBELET_CONDITIONS.contains(&c.type_.as_str()));
+    }
+    serde_json::to_value(&s).unwrap_or(Value::Null)
+}
+
+/// `status` with the conditions other components own taken from `api` (the API copy's win),
+/// so that correcting the API copy never drops them.
+fn with_foreign_conditions(status: &PodStatus, api: &PodStatus) -> PodStatus {
+    let mut out = status.clone();
+    let kubelet = |t: &str| crate::status::generate::KUBELET_CONDITIONS.contains(&t);
+    let mut conditions: Vec<_> = api
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| !kubelet(&c.type_))
+        .cloned()
+        .collect();
+    conditions.extend(
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .filter(|c| kubelet(&c.type_))
+            .cloned(),
+    );
+    out.conditions = (!conditions.is_empty()).then_some(conditions);
+    out
+}
+
+/// Whether the API server's copy of a pod's status must be corrected although the status to
+/// write equals the last one written (k/k status manager `needsReconcile`): the copy is newer
+/// than our last write (`api_resource_version` > `written_resource_version`) and differs from
+/// what we wrote in a field the kubelet writes (fields only the API copy has, and conditions
+/// other components own, do not count). A copy not newer than our write is the watch lagging
+/// behind it, not a change; unknown or non-numeric resource versions never reconcile.
+pub fn needs_reconcile(
+    api_status: &PodStatus,
+    api_resource_version: Option<&str>,
+    last_written: &PodStatus,
+    written_resource_version: Option<u64>,
+) -> bool {
+    let (Some(api_rv), Some(ours)) = (
+        api_resource_version.and_then(|v| v.parse::<u64>().ok()),
+        written_resource_version,
+    ) else {
+        return false;
+    };
+    if api_rv <= ours {
+        return false;
+    }
+    let api = kubelet_owned(api_status);
+    let ours = kubelet_owned(last_written);
+    match merge_patch_diff(&api, &ours) {
+        Some(Value::Object(diff)) => diff.values().any(|v| !v.is_null()),
+        Some(_) => true,
+        None => false,
+    }
 }
 
 /// First wait before the writer retries statuses whose write failed (doubling).
@@ -124,6 +190,7 @@ impl StatusManager {
             inner: Arc::new(Inner {
                 client,
                 last_written: Mutex::new(HashMap::new()),
+                written_rv: Mutex::new(HashMap::new()),
                 mirrors: Default::default(),
                 pending: Mutex::new(HashMap::new()),
                 wake: tokio::sync::Notify::new(),
@@ -307,14 +374,34 @@ impl StatusManager {
                 pod.status.clone().unwrap_or_default(),
             )
         };
+        let static_pod = crate::source::file::is_static(pod);
+        let mut reconciled = None;
         let base = {
             let cache = self.inner.last_written.lock().unwrap();
+            let written_rv = self.inner.written_rv.lock().unwrap().get(&uid).copied();
             match cache.get(&uid) {
+                Some(last)
+                    if !static_pod
+                        && needs_reconcile(
+                            &api_status,
+                            pod.metadata.resource_version.as_deref(),
+                            last,
+                            written_rv,
+                        ) =>
+                {
+                    // someone else changed the status: patch against the API server's copy
+                    tracing::info!(
+                        "the API copy of the pod status differs from the last write; reconciling"
+                    );
+                    reconciled = Some(with_foreign_conditions(status, &api_status));
+                    api_status
+                }
                 Some(last) if last == status => return Ok(false),
                 Some(last) => last.clone(),
                 None => api_status,
             }
         };
+        let status = reconciled.as_ref().unwrap_or(status);
         let old = serde_json::to_value(&base).unwrap_or(Value::Null);
         let new = serde_json::to_value(status).unwrap_or(Value::Null);
         let Some(diff) = merge_patch_diff(&old, &new) else {
@@ -345,7 +432,14 @@ impl StatusManager {
         )
         .await;
         match sent {
-            Ok(Ok(_)) => {}
+            Ok(Ok(written)) => {
+                let rv = written.metadata.resource_version.as_deref();
+                let mut rvs = self.inner.written_rv.lock().unwrap();
+                match rv.and_then(|v| v.parse::<u64>().ok()) {
+                    Some(v) => rvs.insert(uid.clone(), v),
+                    None => rvs.remove(&uid),
+                };
+            }
             Ok(Err(kube::Error::Api(s))) if s.code == 404 || s.code == 409 => {
                 // The pod is gone, or another pod now has its name (UID precondition): there is
                 // nothing to write to; do not retry.
@@ -376,8 +470,10 @@ impl StatusManager {
     pub fn forget(&self, uid: &str) {
         self.inner.pending.lock().unwrap().remove(uid);
         self.inner.last_written.lock().unwrap().remove(uid);
+        self.inner.written_rv.lock().unwrap().remove(uid);
         if let Some((mirror_uid, _)) = self.inner.mirrors.lock().unwrap().get(uid) {
             self.inner.last_written.lock().unwrap().remove(mirror_uid);
+            self.inner.written_rv.lock().unwrap().remove(mirror_uid);
         }
     }
 }
@@ -493,6 +589,69 @@ mod tests {
         assert_eq!(
             m.last_written("a").and_then(|s| s.phase),
             Some("Running".into())
+        );
+    }
+
+    #[test]
+    fn reconcile_only_a_newer_api_copy_that_differs() {
+        let ours = status("Running");
+        let changed = status("Failed");
+        // (api status, api rv, our rv) → reconcile?
+        let cases: [(&PodStatus, Option<&str>, Option<u64>, bool); 6] = [
+            (&changed, Some("120"), Some(100), true), // someone changed it after our write
+            (&ours, Some("120"), Some(100), false),   // newer but the same status
+            (&changed, Some("100"), Some(100), false), // our own write, seen by the watch
+            (&changed, Some("90"), Some(100), false), // the watch lags behind our write
+            (&changed, None, Some(100), false),       // unknown resource version
+            (&changed, Some("120"), None, false),     // nothing written yet by us
+        ];
+        for (api, api_rv, our_rv, want) in cases {
+            assert_eq!(
+                needs_reconcile(api, api_rv, &ours, our_rv),
+                want,
+                "{api_rv:?} {our_rv:?}"
+            );
+        }
+        assert!(!needs_reconcile(&changed, Some("abc"), &ours, Some(1)));
+        // a field only the API copy has, or a condition another component owns, is not ours
+        let mut extra = ours.clone();
+        extra.nominated_node_name = Some("n2".into());
+        extra.conditions = Some(vec![k8s_openapi::api::core::v1::PodCondition {
+            type_: "DisruptionTarget".into(),
+            status: "True".into(),
+            ..Default::default()
+        }]);
+        assert!(!needs_reconcile(&extra, Some("120"), &ours, Some(100)));
+    }
+
+    #[test]
+    fn reconciling_keeps_the_conditions_other_components_own() {
+        let cond = |t: &str, s: &str| k8s_openapi::api::core::v1::PodCondition {
+            type_: t.into(),
+            status: s.into(),
+            ..Default::default()
+        };
+        let mut api = status("Failed");
+        api.conditions = Some(vec![
+            cond("DisruptionTarget", "True"),
+            cond("Ready", "False"),
+        ]);
+        let mut ours = status("Running");
+        ours.conditions = Some(vec![cond("Ready", "True")]);
+        let out = with_foreign_conditions(&ours, &api);
+        assert_eq!(out.phase.as_deref(), Some("Running"));
+        let types: Vec<(String, String)> = out
+            .conditions
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.type_, c.status))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("DisruptionTarget".into(), "True".into()),
+                ("Ready".into(), "True".into())
+            ]
         );
     }
 

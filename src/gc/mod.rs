@@ -12,6 +12,7 @@
 //! binary and fakes in the tests.
 
 pub mod containers;
+pub mod image_plan;
 pub mod images;
 
 pub use containers::{ContainerGc, ContainerGcPolicy};

@@ -56,7 +56,27 @@ pub struct FakeContainer {
     pub reason: String,
 }
 
+impl FakeSandbox {
+    /// The CRI state code.
+    fn state(&self) -> i32 {
+        if self.ready {
+            api::PodSandboxState::SandboxReady as i32
+        } else {
+            api::PodSandboxState::SandboxNotready as i32
+        }
+    }
+}
+
 impl FakeContainer {
+    /// The image reference CRI reports (the image as created).
+    fn image_ref(&self) -> String {
+        self.config
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .unwrap_or_default()
+    }
+
     /// The container's spec name (CRI metadata).
     pub fn name(&self) -> &str {
         self.config
@@ -371,13 +391,9 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
             .ok_or_else(|| Self::not_found("sandbox", &id))?;
         Ok(Response::new(api::PodSandboxStatusResponse {
             status: Some(api::PodSandboxStatus {
-                id: sb.id,
+                id: sb.id.clone(),
                 metadata: sb.config.metadata.clone(),
-                state: if sb.ready {
-                    api::PodSandboxState::SandboxReady as i32
-                } else {
-                    api::PodSandboxState::SandboxNotready as i32
-                },
+                state: sb.state(),
                 created_at: sb.created_at,
                 network: Some(api::PodSandboxNetworkStatus {
                     ip: if sb.ready { sb.ip } else { String::new() },
@@ -406,13 +422,9 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
             .into_iter()
             .filter(|sb| labels_match(&sb.config.labels, &selector))
             .map(|sb| api::PodSandbox {
-                id: sb.id,
+                id: sb.id.clone(),
                 metadata: sb.config.metadata.clone(),
-                state: if sb.ready {
-                    api::PodSandboxState::SandboxReady as i32
-                } else {
-                    api::PodSandboxState::SandboxNotready as i32
-                },
+                state: sb.state(),
                 created_at: sb.created_at,
                 labels: sb.config.labels.clone(),
                 annotations: sb.config.annotations.clone(),
@@ -542,12 +554,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
                 pod_sandbox_id: c.sandbox_id.clone(),
                 metadata: c.config.metadata.clone(),
                 image: c.config.image.clone(),
-                image_ref: c
-                    .config
-                    .image
-                    .as_ref()
-                    .map(|i| i.image.clone())
-                    .unwrap_or_default(),
+                image_ref: c.image_ref(),
                 state: c.state as i32,
                 created_at: c.created_at,
                 labels: c.config.labels.clone(),
@@ -577,12 +584,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
                 finished_at: c.finished_at,
                 exit_code: c.exit_code,
                 image: c.config.image.clone(),
-                image_ref: c
-                    .config
-                    .image
-                    .as_ref()
-                    .map(|i| i.image.clone())
-                    .unwrap_or_default(),
+                image_ref: c.image_ref(),
                 reason: c.reason.clone(),
                 labels: c.config.labels.clone(),
                 annotations: c.config.annotations.clone(),

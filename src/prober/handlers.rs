@@ -88,8 +88,123 @@ fn port_of(p: &IntOrString) -> i32 {
     }
 }
 
-/// httpGet handler: GET `scheme://host:port/path` (host defaults to the pod IP); a status in
-/// [200, 400) is success, else `HTTP probe failed with statuscode: <code>`.
+/// A TLS client for HTTPS probes and hooks that does not verify the server's certificate, as
+/// the Go prober does (`InsecureSkipVerify: true`, k/k `pkg/probe/http/request.go`): a pod's
+/// serving certificate is usually self-signed or issued for its Service name, not its IP.
+fn insecure_tls() -> tokio_rustls::TlsConnector {
+    use std::sync::{Arc, OnceLock};
+    static CONNECTOR: OnceLock<tokio_rustls::TlsConnector> = OnceLock::new();
+    CONNECTOR
+        .get_or_init(|| {
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+                .with_safe_default_protocol_versions()
+                .expect("the ring provider supports the default TLS versions")
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(SkipVerify(provider)))
+                .with_no_client_auth();
+            tokio_rustls::TlsConnector::from(Arc::new(config))
+        })
+        .clone()
+}
+
+/// Accepts any server certificate; handshake signatures are still checked.
+#[derive(Debug)]
+struct SkipVerify(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for SkipVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Sends `req` over one HTTP/1.1 connection to `host:port`, through TLS when `https`.
+async fn send_once(
+    host: &str,
+    port: i32,
+    https: bool,
+    req: hyper::Request<Empty<Bytes>>,
+) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+    let addr = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    let tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => {
+                format!("dial tcp {addr}: connect: connection refused")
+            }
+            _ => format!("dial tcp {addr}: {e}"),
+        })?;
+    macro_rules! over {
+        ($io:expr) => {{
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new($io))
+                    .await
+                    .map_err(|e| root_cause(&e))?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            sender.send_request(req).await.map_err(|e| root_cause(&e))
+        }};
+    }
+    if https {
+        let name = rustls::pki_types::ServerName::try_from(host.to_string())
+            .map_err(|e| format!("invalid host {host:?}: {e}"))?;
+        let tls = insecure_tls()
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("tls: {e}"))?;
+        over!(tls)
+    } else {
+        over!(tcp)
+    }
+}
+
+/// httpGet handler: GET `scheme://host:port/path` (host defaults to the pod IP; HTTPS without
+/// verifying the certificate, as the Go prober); a status in [200, 400) is success, else
+/// `HTTP probe failed with statuscode: <code>`.
 pub async fn http_get(
     h: &HTTPGetAction,
     pod_ip: &str,
@@ -103,15 +218,10 @@ pub async fn http_get(
         .or(default_host.map(str::to_string))
         .unwrap_or_else(|| pod_ip.to_string());
     let port = port_of(&h.port);
-    if h.scheme
+    let https = h
+        .scheme
         .as_deref()
-        .is_some_and(|s| s.eq_ignore_ascii_case("HTTPS"))
-    {
-        return (
-            false,
-            "HTTPS probes are not supported by deckhand yet".into(),
-        );
-    }
+        .is_some_and(|s| s.eq_ignore_ascii_case("HTTPS"));
     let path = h
         .path
         .clone()
@@ -127,15 +237,30 @@ pub async fn http_get(
     } else {
         format!("{host}:{port}")
     };
-    let uri: hyper::Uri = match format!("http://{host_port}{path}").parse() {
+    let scheme = if https { "https" } else { "http" };
+    let uri: hyper::Uri = match format!("{scheme}://{host_port}{path}").parse() {
         Ok(u) => u,
         Err(e) => return (false, format!("invalid probe URL: {e}")),
     };
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<Bytes>>();
-    let mut req = hyper::Request::get(uri.clone())
-        .header("User-Agent", user_agent())
-        .header("Accept", "*/*");
+    let mut req = hyper::Request::get(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"));
+    // httpHeaders replace the defaults of the same name (Go `headers.Set`; a Host header sets
+    // the request's host)
+    let given = |name: &str| {
+        h.http_headers
+            .iter()
+            .flatten()
+            .any(|hd| hd.name.eq_ignore_ascii_case(name))
+    };
+    let ua = user_agent();
+    for (name, value) in [
+        ("Host", host_port.as_str()),
+        ("User-Agent", ua.as_str()),
+        ("Accept", "*/*"),
+    ] {
+        if !given(name) {
+            req = req.header(name, value);
+        }
+    }
     for hd in h.http_headers.iter().flatten() {
         req = req.header(hd.name.as_str(), hd.value.as_str());
     }
@@ -143,9 +268,9 @@ pub async fn http_get(
         Ok(r) => r,
         Err(e) => return (false, e.to_string()),
     };
-    match tokio::time::timeout(timeout, client.request(req)).await {
+    match tokio::time::timeout(timeout, send_once(&host, port, https, req)).await {
         Err(_) => (false, format!("Get \"{uri}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)")),
-        Ok(Err(e)) => (false, format!("Get \"{uri}\": {}", root_cause(&e))),
+        Ok(Err(e)) => (false, format!("Get \"{uri}\": {e}")),
         Ok(Ok(resp)) => {
             let code = resp.status().as_u16();
             let _ = tokio::time::timeout(timeout, resp.into_body().collect()).await;
@@ -292,5 +417,189 @@ pub async fn run_hook(
             "hook did not complete within {}",
             crate::time::go_duration(timeout)
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::HTTPHeader;
+
+    /// A one-request-at-a-time HTTP server on 127.0.0.1 answering `status`, over TLS with a
+    /// self-signed certificate when `tls`; returns its port and the requests' header lines.
+    async fn server(
+        tls: bool,
+        status: u16,
+    ) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let acceptor = tls.then(|| {
+            let cert = rcgen::generate_simple_self_signed(vec!["pod.example".into()]).unwrap();
+            let key = rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der())
+                .unwrap();
+            let cfg = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.cert.der().clone()], key)
+            .unwrap();
+            tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(cfg))
+        });
+        let seen2 = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let seen = seen2.clone();
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let reply = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    );
+                    let mut buf = vec![0u8; 4096];
+                    macro_rules! serve {
+                        ($io:expr) => {{
+                            let mut io = $io;
+                            let n = io.read(&mut buf).await.unwrap_or(0);
+                            let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                            seen.lock().unwrap().extend(text.lines().map(String::from));
+                            let _ = io.write_all(reply.as_bytes()).await;
+                            let _ = io.shutdown().await;
+                        }};
+                    }
+                    match acceptor {
+                        Some(a) => {
+                            if let Ok(t) = a.accept(tcp).await {
+                                serve!(t)
+                            }
+                        }
+                        None => serve!(tcp),
+                    }
+                });
+            }
+        });
+        (port, seen)
+    }
+
+    fn get(scheme: &str, port: u16, headers: &[(&str, &str)]) -> HTTPGetAction {
+        HTTPGetAction {
+            scheme: Some(scheme.into()),
+            port: IntOrString::Int(port as i32),
+            path: Some("/healthz".into()),
+            http_headers: (!headers.is_empty()).then(|| {
+                headers
+                    .iter()
+                    .map(|(n, v)| HTTPHeader {
+                        name: n.to_string(),
+                        value: v.to_string(),
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn https_probes_skip_certificate_verification_as_go_does() {
+        let (port, seen) = server(true, 200).await;
+        let (ok, out) = http_get(
+            &get("HTTPS", port, &[]),
+            "127.0.0.1",
+            None,
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(ok, "{out}");
+        let lines = seen.lock().unwrap().clone();
+        assert_eq!(lines[0], "GET /healthz HTTP/1.1");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.eq_ignore_ascii_case(&format!("host: 127.0.0.1:{port}"))),
+            "{lines:?}"
+        );
+        assert!(lines
+            .iter()
+            .any(|l| l.eq_ignore_ascii_case(&format!("user-agent: {}", user_agent()))));
+    }
+
+    #[tokio::test]
+    async fn failures_read_as_the_go_prober_writes_them() {
+        let (port, _) = server(false, 503).await;
+        let (ok, out) = http_get(
+            &get("HTTP", port, &[]),
+            "127.0.0.1",
+            None,
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(!ok);
+        assert_eq!(out, "HTTP probe failed with statuscode: 503");
+        // an HTTPS probe of a plain HTTP server fails in the handshake
+        let (ok, out) = http_get(
+            &get("HTTPS", port, &[]),
+            "127.0.0.1",
+            None,
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(
+            !ok && out.starts_with(&format!("Get \"https://127.0.0.1:{port}/healthz\": ")),
+            "{out}"
+        );
+        // nothing listening
+        let free = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let p = free.local_addr().unwrap().port();
+        drop(free);
+        let (ok, out) = http_get(
+            &get("HTTP", p, &[]),
+            "127.0.0.1",
+            None,
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(!ok);
+        assert_eq!(
+            out,
+            format!("Get \"http://127.0.0.1:{p}/healthz\": dial tcp 127.0.0.1:{p}: connect: connection refused")
+        );
+    }
+
+    #[tokio::test]
+    async fn given_headers_replace_the_defaults() {
+        let (port, seen) = server(false, 200).await;
+        let h = get(
+            "HTTP",
+            port,
+            &[
+                ("Host", "svc.example"),
+                ("User-Agent", "mine"),
+                ("X-Extra", "1"),
+            ],
+        );
+        let (ok, out) = http_get(&h, "127.0.0.1", None, Duration::from_secs(5)).await;
+        assert!(ok, "{out}");
+        let lines: Vec<String> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| l.to_lowercase())
+            .collect();
+        assert_eq!(
+            lines.iter().filter(|l| l.starts_with("host:")).count(),
+            1,
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&"host: svc.example".to_string()),
+            "{lines:?}"
+        );
+        assert!(lines.contains(&"user-agent: mine".to_string()), "{lines:?}");
+        assert!(lines.contains(&"x-extra: 1".to_string()));
     }
 }

@@ -2,6 +2,11 @@
 //! `cmd/kubelet/app/options`), so that a kubeadm-style unit can start deckhand where it starts
 //! `/usr/bin/kubelet`: the clap [`Flags`], the overlay of the flags that set KubeletConfiguration
 //! fields ([`Flags::overlay`]), and what the other flags (the Go kubelet's `KubeletFlags`) mean.
+//!
+//! A flag that sets a KubeletConfiguration field is an `Option` in [`Flags`]: `None` when it is
+//! not on the command line, so that the field keeps the file's value, else the Go default; its
+//! default is the field's, shown in `--help` ([`Flags::command_with_defaults`]). The other flags
+//! (`--kubeconfig`, `--node-ip`, `--root-dir`, ...) have their clap defaults.
 
 use super::{ConfigError, KubeletConfiguration};
 use crate::config::parse_go_duration;
@@ -12,12 +17,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Command-line flags. Names match the Go kubelet's.
-///
-/// A flag that sets a KubeletConfiguration field is an `Option`: `None` when it is not on the
-/// command line, so that the field keeps the file's value, else the Go default
-/// ([`Flags::overlay`]); its default is the field's, shown in `--help`
-/// ([`Flags::command_with_defaults`]). The other flags (the Go kubelet's `KubeletFlags`:
-/// `--kubeconfig`, `--node-ip`, `--root-dir`, ...) have their clap defaults.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "deckhand",
@@ -498,13 +497,11 @@ impl Flags {
         for (id, text) in defaults {
             let Some(text) = text else { continue };
             cmd = cmd.mut_arg(id, |a| {
+                // As clap lays out its own defaults: inline in `-h`, a paragraph in `--help`.
                 let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
-                let long = a.get_long_help().map(|h| h.to_string());
-                let a = a.help(format!("{help} [default: {text}]"));
-                match long {
-                    Some(l) => a.long_help(format!("{l} [default: {text}]")),
-                    None => a,
-                }
+                let long = a.get_long_help().map_or(help.clone(), |h| h.to_string());
+                a.help(format!("{help} [default: {text}]"))
+                    .long_help(format!("{long}\n\n[default: {text}]"))
             });
         }
         cmd

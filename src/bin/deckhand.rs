@@ -10,10 +10,10 @@ use deckhand::certificate::manager::{
     ServingCertificate,
 };
 use deckhand::certificate::store::FileStore;
-use deckhand::config::{Command, Flags};
+use deckhand::config::{Command, Flags, KubeletConfiguration, Loaded};
 use deckhand::cri::CriClient;
 use deckhand::events::{reason, EventRecorder};
-use deckhand::node::{parse_labels, parse_taints, NodeAgent, NodeConfig};
+use deckhand::node::{parse_labels, NodeAgent, NodeConfig};
 use deckhand::pleg::Pleg;
 use deckhand::pod::workers::{PodWorkers, SyncContext};
 use deckhand::status::StatusManager;
@@ -130,7 +130,11 @@ async fn shutdown_signal() {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let (flags, warnings) = match Flags::load() {
+    let Loaded {
+        flags,
+        kubelet,
+        warnings,
+    } = match deckhand::config::load() {
         Ok(x) => x,
         Err(e) => {
             // Before logging is set up: plain stderr (the journal takes it too).
@@ -138,12 +142,12 @@ async fn main() -> Result<()> {
             std::process::exit(1);
         }
     };
-    init_tracing(flags.verbosity);
+    init_tracing(kubelet.logging.verbosity);
     for w in &warnings {
         tracing::warn!("{w}");
     }
-    let cri =
-        CriClient::new(&flags.container_runtime_endpoint).context("container runtime endpoint")?;
+    let cri = CriClient::new(&kubelet.container_runtime_endpoint)
+        .context("container runtime endpoint")?;
 
     if let Some(Command::CriCleanup) = flags.command {
         return cri_cleanup(&cri).await;
@@ -168,11 +172,11 @@ async fn main() -> Result<()> {
     }
     let node_ip_strings: Vec<String> = node_ips.iter().map(|i| i.to_string()).collect();
     let labels = parse_labels(&flags.node_labels).context("--node-labels")?;
-    let taints = parse_taints(&flags.register_with_taints).context("--register-with-taints")?;
+    let taints = kubelet.register_with_taints.clone();
     std::fs::create_dir_all(&flags.root_dir)
         .with_context(|| format!("creating root dir {}", flags.root_dir.display()))?;
-    std::fs::create_dir_all(&flags.pod_logs_dir)
-        .with_context(|| format!("creating pod logs dir {}", flags.pod_logs_dir))?;
+    std::fs::create_dir_all(&kubelet.pod_logs_dir)
+        .with_context(|| format!("creating pod logs dir {}", kubelet.pod_logs_dir))?;
 
     let cert_dir = if flags.cert_dir.is_empty() {
         flags.root_dir.join("pki")
@@ -206,15 +210,15 @@ async fn main() -> Result<()> {
     let (client, reloadable) = match &flags.kubeconfig {
         _ if standalone => {
             tracing::info!(
-                static_pod_path = %flags.pod_manifest_path,
+                static_pod_path = %kubelet.static_pod_path,
                 "no --kubeconfig and no --bootstrap-kubeconfig: running standalone, static pods only, no API server"
             );
-            if flags.pod_manifest_path.is_empty() {
+            if kubelet.static_pod_path.is_empty() {
                 tracing::warn!("standalone mode without staticPodPath / --pod-manifest-path: there is nothing to run");
             }
             (deckhand::standalone::offline_client(), None)
         }
-        Some(kc) if flags.rotate_certificates => {
+        Some(kc) if kubelet.rotate_certificates => {
             if kubeconfig_names(kc, &client_store.current_path()) {
                 let (r, c) = ReloadableClient::new(kc)
                     .await
@@ -242,11 +246,9 @@ async fn main() -> Result<()> {
         }
     };
     tracing::info!(node = %node_name, runtime = %version.runtime_name, runtime_version = %version.runtime_version, kubelet_version = %deckhand::kubelet_version(), "starting deckhand");
-    let cgroup_driver = cgroup_driver(&flags, &cri).await?;
+    let cgroup_driver = cgroup_driver(&kubelet, &cri).await?;
 
-    let eviction_thresholds =
-        deckhand::eviction::thresholds::parse_thresholds(&flags.eviction_hard)
-            .context("--eviction-hard")?;
+    let eviction_thresholds = kubelet.eviction_thresholds().context("--eviction-hard")?;
     let cancel = CancellationToken::new();
     let recorder = if standalone {
         EventRecorder::log_only()
@@ -259,12 +261,12 @@ async fn main() -> Result<()> {
     let mut eviction = deckhand::eviction::EvictionManager::new(
         deckhand::eviction::EvictionConfig {
             thresholds: eviction_thresholds.clone(),
-            pressure_transition_period: flags.eviction_pressure_transition_period,
+            pressure_transition_period: kubelet.eviction_pressure_transition_period,
             monitoring_interval: deckhand::eviction::MONITORING_INTERVAL,
             root_dir: flags.root_dir.clone(),
-            pod_logs_dir: std::path::PathBuf::from(&flags.pod_logs_dir),
+            pod_logs_dir: std::path::PathBuf::from(&kubelet.pod_logs_dir),
             node_name: node_name.clone(),
-            pod_cgroups: flags.cgroups_per_qos.then_some(cgroup_driver),
+            pod_cgroups: kubelet.cgroups_per_qos.then_some(cgroup_driver),
         },
         cri.clone(),
         recorder.clone(),
@@ -277,14 +279,14 @@ async fn main() -> Result<()> {
         node_ips: node_ip_strings.clone(),
         hostname: node_name.clone(),
         root_dir: flags.root_dir.clone(),
-        max_pods: flags.max_pods,
-        reserved_milli: flags.reserved_milli().map_err(anyhow::Error::msg)?,
-        port: flags.port,
+        max_pods: kubelet.max_pods,
+        reserved_milli: kubelet.reserved_milli().map_err(anyhow::Error::msg)?,
+        port: kubelet.port,
         labels,
         taints,
-        status_update_frequency: flags.node_status_update_frequency,
-        status_report_frequency: flags.node_status_report_frequency,
-        lease_duration_seconds: flags.node_lease_duration_seconds,
+        status_update_frequency: kubelet.node_status_update_frequency,
+        status_report_frequency: kubelet.node_status_report_frequency,
+        lease_duration_seconds: kubelet.node_lease_duration_seconds,
         eviction_thresholds: eviction_thresholds.clone(),
     };
     let registered = if standalone {
@@ -330,14 +332,14 @@ async fn main() -> Result<()> {
         tasks.spawn(async move { rotator.run(c).await });
     }
     // serving certificate through kubernetes.io/kubelet-serving CSRs (serverTLSBootstrap)
-    if standalone && flags.rotate_server_certificates {
+    if standalone && kubelet.server_tls_bootstrap {
         tracing::warn!("standalone mode: no API server to request a serving certificate from; --rotate-server-certificates is not used");
     }
-    let serving = if flags.rotate_server_certificates && !standalone {
+    let serving = if kubelet.server_tls_bootstrap && !standalone {
         let Some(template) = Template::serving(&node_name, &node_name, &node_ips) else {
             bail!("--rotate-server-certificates: no node address to request a serving certificate for");
         };
-        if flags.tls_cert_file.is_some() {
+        if kubelet.tls_cert_file.is_some() {
             tracing::warn!("--rotate-server-certificates: the serving certificate comes from CSRs; --tls-cert-file is not used");
         }
         let sc = Arc::new(ServingCertificate::default());
@@ -379,14 +381,14 @@ async fn main() -> Result<()> {
         node_name: node_name.clone(),
         node_ips: node_ip_strings.clone(),
         root_dir: flags.root_dir.clone(),
-        pod_logs_dir: flags.pod_logs_dir.clone(),
+        pod_logs_dir: kubelet.pod_logs_dir.clone(),
         runtime_name: version.runtime_name.clone(),
         pull_lock: Mutex::new(()),
         services: (!standalone)
             .then(|| deckhand::source::ServiceLister::start(client.clone(), cancel.clone())),
-        node_allocatable_milli: node_allocatable_milli(&flags)?,
-        dns: dns_settings(&flags, &node_ips),
-        cgroups: qos_cgroups(&flags, cgroup_driver)?,
+        node_allocatable_milli: node_allocatable_milli(&kubelet, &flags.root_dir)?,
+        dns: dns_settings(&kubelet, &node_ips),
+        cgroups: qos_cgroups(&kubelet, &flags.root_dir, cgroup_driver)?,
         cgroup_driver,
         memory_capacity_bytes: deckhand::node::hostinfo::HostInfo::read(&flags.root_dir)
             .memory_bytes as i64,
@@ -417,17 +419,17 @@ async fn main() -> Result<()> {
             tasks.spawn(async move { deckhand::source::run(client2, name, api_tx, c).await });
             Some(api_rx)
         };
-        let static_rx = if flags.pod_manifest_path.is_empty() {
+        let static_rx = if kubelet.static_pod_path.is_empty() {
             None
         } else {
             let (static_tx, static_rx) = mpsc::channel(16);
-            let dir = std::path::PathBuf::from(&flags.pod_manifest_path);
+            let dir = std::path::PathBuf::from(&kubelet.static_pod_path);
             tracing::info!(dir = %dir.display(), "watching the static pod directory");
             let rec = recorder.clone();
             let name = node_name.clone();
             let name2 = node_name.clone();
             let c = cancel.clone();
-            let period = flags.file_check_frequency;
+            let period = kubelet.file_check_frequency;
             tasks.spawn(async move {
                 deckhand::source::file::run(
                     dir,
@@ -462,7 +464,7 @@ async fn main() -> Result<()> {
     {
         let pleg = Pleg::new(
             cri.clone(),
-            flags.containerd_socket(),
+            flags.containerd_socket(&kubelet.container_runtime_endpoint),
             flags.pleg_relist_period,
             pleg_tx,
         )
@@ -481,7 +483,7 @@ async fn main() -> Result<()> {
         };
         let runtime: Arc<dyn GcRuntime> = Arc::new(CriGcRuntime::new(
             cri.clone(),
-            Path::new(&flags.pod_logs_dir),
+            Path::new(&kubelet.pod_logs_dir),
         ));
         let events: Arc<dyn EventSink> = Arc::new(NodeEvents {
             recorder: recorder.clone(),
@@ -492,9 +494,9 @@ async fn main() -> Result<()> {
             Arc::new(workers.pod_states()),
             events.clone(),
             flags.container_gc_policy(),
-            std::path::PathBuf::from(&flags.pod_logs_dir),
+            std::path::PathBuf::from(&kubelet.pod_logs_dir),
         );
-        let image_policy = flags.image_gc_policy().map_err(anyhow::Error::msg)?;
+        let image_policy = kubelet.image_gc_policy().map_err(anyhow::Error::msg)?;
         let image_gc = ImageGcManager::new(
             runtime,
             events,
@@ -526,10 +528,10 @@ async fn main() -> Result<()> {
         let c = cancel.clone();
         tasks.spawn(async move { eviction.run(c).await });
     }
-    if flags.healthz_port > 0 {
+    if kubelet.healthz_port > 0 {
         let addr = std::net::SocketAddr::new(
-            flags.healthz_bind_address,
-            u16::try_from(flags.healthz_port).context("--healthz-port")?,
+            kubelet.healthz_bind_address,
+            u16::try_from(kubelet.healthz_port).context("--healthz-port")?,
         );
         let listener = deckhand::server::healthz::bind(addr)
             .await
@@ -551,15 +553,15 @@ async fn main() -> Result<()> {
         // The kubelet HTTPS server (logs, exec, attach, port-forward, stats, metrics): its own
         // tasks, no shared state with the pod workers.
         let server_cfg = deckhand::server::ServerConfig {
-            address: flags.address,
-            port: u16::try_from(flags.port).context("--port")?,
-            tls_cert_file: flags.tls_cert_file.clone(),
-            tls_private_key_file: flags.tls_private_key_file.clone(),
+            address: kubelet.address,
+            port: u16::try_from(kubelet.port).context("--port")?,
+            tls_cert_file: kubelet.tls_cert_file.clone(),
+            tls_private_key_file: kubelet.tls_private_key_file.clone(),
             cert_dir: cert_dir.clone(),
-            client_ca_file: flags.client_ca_file.clone(),
-            anonymous_auth: flags.anonymous_auth,
-            token_webhook: flags.authentication_token_webhook,
-            authorization_mode: flags.authorization_mode,
+            client_ca_file: kubelet.authentication.x509.client_ca_file.clone(),
+            anonymous_auth: kubelet.authentication.anonymous.enabled,
+            token_webhook: kubelet.authentication.webhook.enabled,
+            authorization_mode: kubelet.authorization.mode,
             node_name: node_name.clone(),
             node_ips: node_ip_strings.clone(),
             root_dir: flags.root_dir.clone(),
@@ -577,10 +579,10 @@ async fn main() -> Result<()> {
     {
         // container log rotation (CRI only; standalone too)
         let policy = deckhand::server::logrotate::Policy {
-            max_size: deckhand::server::logrotate::parse_max_size(&flags.container_log_max_size)
+            max_size: deckhand::server::logrotate::parse_max_size(&kubelet.container_log_max_size)
                 .map_err(anyhow::Error::msg)
                 .context("--container-log-max-size")?,
-            max_files: flags.container_log_max_files,
+            max_files: kubelet.container_log_max_files,
         };
         let c = cancel.clone();
         let cri = cri.clone();
@@ -637,14 +639,16 @@ async fn main() -> Result<()> {
 }
 
 /// The node's allocatable resources in milli-units, for `resourceFieldRef` limits defaults.
-fn node_allocatable_milli(flags: &Flags) -> Result<std::collections::BTreeMap<String, i128>> {
-    let host = deckhand::node::hostinfo::HostInfo::read(&flags.root_dir);
-    let reserved = flags.reserved_milli().map_err(anyhow::Error::msg)?;
-    let thresholds = deckhand::eviction::thresholds::parse_thresholds(&flags.eviction_hard)
-        .context("--eviction-hard")?;
+fn node_allocatable_milli(
+    kubelet: &KubeletConfiguration,
+    root_dir: &Path,
+) -> Result<std::collections::BTreeMap<String, i128>> {
+    let host = deckhand::node::hostinfo::HostInfo::read(root_dir);
+    let reserved = kubelet.reserved_milli().map_err(anyhow::Error::msg)?;
+    let thresholds = kubelet.eviction_thresholds().context("--eviction-hard")?;
     let (_, alloc) = deckhand::node::status::capacity_and_allocatable(
         &host,
-        flags.max_pods,
+        kubelet.max_pods,
         &reserved,
         &thresholds,
     );
@@ -659,12 +663,15 @@ fn node_allocatable_milli(flags: &Flags) -> Result<std::collections::BTreeMap<St
 /// `cgroupDriver`. containerd 1.6 has no `RuntimeConfig`, so its runc `SystemdCgroup` option is
 /// read from the verbose `Status` instead and a disagreement is warned about: pod sandboxes fail
 /// to start when the two differ.
-async fn cgroup_driver(flags: &Flags, cri: &CriClient) -> Result<deckhand::cm::CgroupDriver> {
+async fn cgroup_driver(
+    kubelet: &KubeletConfiguration,
+    cri: &CriClient,
+) -> Result<deckhand::cm::CgroupDriver> {
     use deckhand::cm::{runtime_cgroup_driver, CgroupDriver};
-    let Some(configured) = CgroupDriver::parse(&flags.cgroup_driver) else {
+    let Some(configured) = CgroupDriver::parse(&kubelet.cgroup_driver) else {
         bail!(
             "cgroup driver {:?}: must be cgroupfs or systemd",
-            flags.cgroup_driver
+            kubelet.cgroup_driver
         );
     };
     match cri.runtime_cgroup_driver().await {
@@ -709,14 +716,15 @@ async fn cgroup_driver(flags: &Flags, cri: &CriClient) -> Result<deckhand::cm::C
 /// allocatable enforcement for pods), `kubepods/burstable`, `kubepods/besteffort`, named for
 /// `driver` ([`deckhand::cm::CgroupManager`] says how the systemd slices are made).
 fn qos_cgroups(
-    flags: &Flags,
+    kubelet: &KubeletConfiguration,
+    root_dir: &Path,
     driver: deckhand::cm::CgroupDriver,
 ) -> Result<Option<deckhand::cm::CgroupManager>> {
-    if !flags.cgroups_per_qos {
+    if !kubelet.cgroups_per_qos {
         return Ok(None);
     }
-    let host = deckhand::node::hostinfo::HostInfo::read(&flags.root_dir);
-    let reserved = flags.reserved_milli().map_err(anyhow::Error::msg)?;
+    let host = deckhand::node::hostinfo::HostInfo::read(root_dir);
+    let reserved = kubelet.reserved_milli().map_err(anyhow::Error::msg)?;
     let cpu = (host.num_cores as i128 * 1000 - reserved.get("cpu").copied().unwrap_or(0)).max(0);
     let mem = host.memory_bytes as i128 - reserved.get("memory").copied().unwrap_or(0) / 1000;
     let cm = deckhand::cm::CgroupManager::new(driver);
@@ -726,19 +734,22 @@ fn qos_cgroups(
 }
 
 /// DNS settings for pod sandboxes from `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
-fn dns_settings(flags: &Flags, node_ips: &[std::net::IpAddr]) -> deckhand::pod::dns::DnsSettings {
-    let host = (!flags.resolv_conf.is_empty()).then(|| {
-        match std::fs::read_to_string(&flags.resolv_conf) {
+fn dns_settings(
+    kubelet: &KubeletConfiguration,
+    node_ips: &[std::net::IpAddr],
+) -> deckhand::pod::dns::DnsSettings {
+    let host = (!kubelet.resolv_conf.is_empty()).then(|| {
+        match std::fs::read_to_string(&kubelet.resolv_conf) {
             Ok(text) => deckhand::pod::dns::parse_resolv_conf(&text),
             Err(e) => {
-                tracing::warn!(path = %flags.resolv_conf, error = %e, "reading the node's resolv.conf failed; pods with dnsPolicy Default get no nameserver");
+                tracing::warn!(path = %kubelet.resolv_conf, error = %e, "reading the node's resolv.conf failed; pods with dnsPolicy Default get no nameserver");
                 Default::default()
             }
         }
     });
     deckhand::pod::dns::DnsSettings {
-        cluster_dns: flags.cluster_dns.clone(),
-        cluster_domain: flags.cluster_domain.clone(),
+        cluster_dns: kubelet.cluster_dns.clone(),
+        cluster_domain: kubelet.cluster_domain.clone(),
         host,
         node_ips: node_ips.to_vec(),
     }

@@ -6,6 +6,7 @@
 //! | concern | Go kubelet | here |
 //! |---|---|---|
 //! | flags and configuration | `cmd/kubelet/app/options` | [`config`] |
+//! | the composition root: build and run every loop | `cmd/kubelet/app/server.go`, `kubelet.go Run` | [`kubelet`] |
 //! | pod sources (API watch, static pod files) and their merge | `config/` | [`source`] |
 //! | mirror pods of static pods | `pod/mirror_client.go` | [`pod::mirror`] |
 //! | systemd notify, watchdog, journald | — | [`systemd`] |
@@ -33,6 +34,7 @@ pub mod events;
 pub mod eviction;
 pub mod gc;
 pub mod image;
+pub mod kubelet;
 pub mod kuberuntime;
 pub mod node;
 pub mod pleg;

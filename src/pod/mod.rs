@@ -9,6 +9,7 @@ pub mod envvars;
 pub mod grace;
 pub mod hosts;
 pub mod mirror;
+pub mod reasons;
 pub mod runtime;
 pub mod spec;
 pub mod states;

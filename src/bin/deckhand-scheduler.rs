@@ -12,37 +12,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// Parses a Go-style duration (`15s`, `500ms`, `1m30s`, `2h`).
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let mut total = Duration::ZERO;
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return Err("empty duration".into());
-    }
-    while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("missing unit in duration {s:?}"))?;
-        let (num, tail) = rest.split_at(num_end);
-        let value: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-        let unit_end = tail
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(tail.len());
-        let (unit, next) = tail.split_at(unit_end);
-        let secs = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(format!("unknown unit {unit:?} in duration {s:?}")),
-        };
-        total += Duration::from_secs_f64(value * secs);
-        rest = next;
-    }
-    Ok(total)
-}
+/// Go-style durations (`15s`, `500ms`, `1m30s`, `2h`), as the kubelet's flags parse them.
+use deckhand::config::parse_go_duration as parse_duration;
 
 /// Flags (kube-scheduler's names).
 #[derive(Debug, Parser)]

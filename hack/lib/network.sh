@@ -79,40 +79,39 @@ step_network() {
 # cleanup (down)
 # ---------------------------------------------------------------------------------------------
 
-cleanup_cni_iptables() {
-  local table chain rule
-  for table in nat filter mangle; do
-    # drop every rule that jumps to a CNI-* chain from a built-in chain, then the chains themselves
-    ipt -t "$table" -S 2>/dev/null | { grep -E '^-A [A-Z]+ .*-j CNI-' || true; } | while IFS= read -r rule; do
+# the jumps from built-in chains to the chains named PREFIX*, then those chains, in each TABLE;
+# prints the tables where some are left
+remove_chains() {  # PREFIX TABLE...
+  local prefix=$1 table chain rule
+  shift
+  for table in "$@"; do
+    ipt -t "$table" -S 2>/dev/null | { grep -E "^-A [A-Z]+ .*-j ${prefix}" || true; } | while IFS= read -r rule; do
       # shellcheck disable=SC2086
       eval "ipt -t $table -D ${rule#-A }" 2>/dev/null || true
     done
-    for chain in $(ipt -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}'); do
+    for chain in $(ipt -t "$table" -S 2>/dev/null | awk -v p="^$prefix" '$1 == "-N" && $2 ~ p {print $2}'); do
       ipt -t "$table" -F "$chain" 2>/dev/null || true
     done
-    for chain in $(ipt -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}'); do
+    for chain in $(ipt -t "$table" -S 2>/dev/null | awk -v p="^$prefix" '$1 == "-N" && $2 ~ p {print $2}'); do
       ipt -t "$table" -X "$chain" 2>/dev/null || true
     done
+    [ -z "$(ipt -t "$table" -S 2>/dev/null | grep -E "^-N ${prefix}" || true)" ] || echo "$table"
   done
+}
+
+# the CNI plugins' chains (CNI-*): drop every rule that jumps to one from a built-in chain, then
+# the chains themselves
+cleanup_cni_iptables() {
+  remove_chains CNI- nat filter mangle >/dev/null
 }
 
 # kube-proxy's chains (KUBE-*) in every table, with the jumps to them from the built-in chains
 # (kube-proxy --cleanup would also try IPVS and nftables cleanup on the host; this is only what
 # iptables mode leaves)
 cleanup_kube_proxy_iptables() {
-  local table chain rule
-  for table in nat filter mangle raw; do
-    ipt -t "$table" -S 2>/dev/null | { grep -E '^-A [A-Z]+ .*-j KUBE-' || true; } | while IFS= read -r rule; do
-      # shellcheck disable=SC2086
-      eval "ipt -t $table -D ${rule#-A }" 2>/dev/null || true
-    done
-    for chain in $(ipt -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-/ {print $2}'); do
-      ipt -t "$table" -F "$chain" 2>/dev/null || true
-    done
-    for chain in $(ipt -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-/ {print $2}'); do
-      ipt -t "$table" -X "$chain" 2>/dev/null || true
-    done
-    [ -z "$(ipt -t "$table" -S 2>/dev/null | grep -E '^-N KUBE-' || true)" ] || warn "some KUBE-* chains in table $table could not be removed"
+  local table
+  for table in $(remove_chains KUBE- nat filter mangle raw); do
+    warn "some KUBE-* chains in table $table could not be removed"
   done
 }
 

@@ -179,18 +179,3 @@ async fn main() -> Result<()> {
     tracing::info!("stopped");
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::parse_duration;
-    use std::time::Duration;
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(parse_duration("15s").unwrap(), Duration::from_secs(15));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert!(parse_duration("10").is_err());
-        assert!(parse_duration("3x").is_err());
-    }
-}

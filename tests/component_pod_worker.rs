@@ -816,3 +816,48 @@ async fn a_dead_sandbox_is_replaced_and_the_containers_restart_in_it() {
     .await;
     h.stop().await;
 }
+
+/// A liveness probe that starts failing: after `failureThreshold` failures in a row the
+/// container is killed (`Killing`, `Unhealthy` events) and started again, as the Go prober and
+/// pod worker do; the initial delay counts from the container's start on the same clock.
+#[tokio::test(start_paused = true)]
+async fn a_failing_liveness_probe_restarts_the_container() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod(
+        "live",
+        "Always",
+        json!({"containers": [{"name": "main", "image": "busybox:1.36",
+               "imagePullPolicy": "IfNotPresent", "command": ["sleep", "3600"],
+               "livenessProbe": {"exec": {"command": ["false"]}, "initialDelaySeconds": 5,
+                                 "periodSeconds": 2, "failureThreshold": 3,
+                                 "terminationGracePeriodSeconds": 3}}]}),
+    );
+    h.apply(&p).await;
+    let c0 = eventually(Duration::from_secs(5), "running", || {
+        h.runtime.running("main")
+    })
+    .await;
+    let started = Instant::now();
+    h.runtime.exec_exit_code("main", 1);
+    let c1 = eventually(Duration::from_secs(30), "restarted", || {
+        running_other(&h, "main", &c0.id)
+    })
+    .await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(8) && took < Duration::from_secs(14),
+        "killed {took:?} after the probe started failing (delay 5 s, 3 failures 2 s apart)"
+    );
+    assert_eq!(attempt(&c1), 1);
+    assert!(h.runtime.count("ExecSync") >= 3);
+    eventually(
+        Duration::from_secs(2),
+        "Unhealthy and Killing events",
+        || {
+            let e = h.events();
+            (e.iter().any(|x| x == "Unhealthy") && e.iter().any(|x| x == "Killing")).then_some(())
+        },
+    )
+    .await;
+    h.stop().await;
+}

@@ -100,6 +100,8 @@ struct State {
     ignore_stop_signal: HashSet<String>,
     /// Container names whose ExecSync never returns by itself (it waits for its timeout).
     hanging_exec: HashSet<String>,
+    /// Container names whose ExecSync commands exit with this code (0 when absent).
+    exec_exit: HashMap<String, i32>,
 }
 
 /// The fake runtime. Cheap to clone (one shared state).
@@ -266,6 +268,12 @@ impl FakeRuntime {
     /// it answers DEADLINE_EXCEEDED when its timeout runs out, or never with timeout 0.
     pub fn hang_exec(&self, name: &str) {
         self.with(|s| s.hanging_exec.insert(name.to_string()));
+    }
+
+    /// ExecSync in instances of container `name` exits with `code` from now on (a failing exec
+    /// probe when not 0; its stderr says so).
+    pub fn exec_exit_code(&self, name: &str, code: i32) {
+        self.with(|s| s.exec_exit.insert(name.to_string(), code));
     }
 
     fn next_id(s: &mut State) -> String {
@@ -601,10 +609,13 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
     ) -> Result<Response<api::ExecSyncResponse>, Status> {
         self.enter("ExecSync")?;
         let req = req.into_inner();
-        let hangs = self.with(|s| {
-            s.containers
-                .get(&req.container_id)
-                .map(|c| s.hanging_exec.contains(c.name()))
+        let (hangs, code) = self.with(|s| {
+            let c = s.containers.get(&req.container_id);
+            (
+                c.map(|c| s.hanging_exec.contains(c.name())),
+                c.and_then(|c| s.exec_exit.get(c.name()).copied())
+                    .unwrap_or(0),
+            )
         });
         match hangs {
             None => Err(Self::not_found("container", &req.container_id)),
@@ -617,7 +628,12 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
             }
             Some(true) => std::future::pending().await,
             Some(false) => Ok(Response::new(api::ExecSyncResponse {
-                exit_code: 0,
+                exit_code: code,
+                stderr: if code == 0 {
+                    Vec::new()
+                } else {
+                    format!("fake exec failure (exit {code})\n").into_bytes()
+                },
                 ..Default::default()
             })),
         }

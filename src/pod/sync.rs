@@ -139,6 +139,7 @@ impl PodWorker {
                 cri: self.ctx.cri.clone(),
                 recorder: self.ctx.recorder.clone(),
                 tasks: self.ctx.tasks.clone(),
+                clock: self.ctx.clock.clone(),
             };
             self.probes.reconcile(pod, &pod_ip, &running, &env);
         }

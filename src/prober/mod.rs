@@ -163,6 +163,8 @@ pub struct ProbeEnv {
     pub recorder: EventRecorder,
     /// Where probe tasks are spawned (in the pod worker's tracing span).
     pub tasks: crate::tasks::Tasks,
+    /// Wall-clock time (the initial delay counts from the container's start).
+    pub clock: std::sync::Arc<dyn crate::time::Clock>,
 }
 
 impl PodProbes {
@@ -302,8 +304,7 @@ impl ProbeTask {
         // Initial delay counts from the container's start.
         let started = crate::time::ts_from_unix_nanos(self.started_at_nanos);
         if let Some(st) = started {
-            let elapsed = (k8s_openapi::jiff::Timestamp::now().as_nanosecond() - st.as_nanosecond())
-                .max(0) as u64;
+            let elapsed = (self.env.clock.now().as_nanosecond() - st.as_nanosecond()).max(0) as u64;
             let elapsed = Duration::from_nanos(elapsed);
             if elapsed < s.initial_delay {
                 tokio::select! {

@@ -242,7 +242,7 @@ pub fn make_environment(
                     .clone()
                     .filter(|n| !n.is_empty())
                     .unwrap_or_else(|| c.name.clone());
-                resource_value(
+                crate::resource::resource_field_value(
                     pod,
                     &container,
                     &r.resource,
@@ -300,59 +300,6 @@ pub fn make_environment(
         }
     }
     Ok(env.0)
-}
-
-/// The value of a `resourceFieldRef` (k/k `pkg/api/v1/resource` ExtractContainerResourceValue):
-/// `limits.cpu`/`requests.cpu` in units of `divisor` (default 1 core) rounded up,
-/// `limits.memory`/`requests.memory` and ephemeral-storage in units of `divisor` (default 1
-/// byte) rounded up; a zero divisor is the default. A missing limit is the node's allocatable, as
-/// the Go kubelet defaults it.
-///
-/// Errors: an unsupported resource name or an invalid divisor.
-pub fn resource_value(
-    pod: &Pod,
-    container: &str,
-    resource: &str,
-    divisor: Option<&str>,
-    node_allocatable_milli: &BTreeMap<String, i128>,
-) -> Result<String, String> {
-    let (kind, name) = resource
-        .split_once('.')
-        .filter(|(k, _)| *k == "limits" || *k == "requests")
-        .ok_or_else(|| format!("unsupported container resource: {resource}"))?;
-    if !matches!(name, "cpu" | "memory" | "ephemeral-storage") && !name.starts_with("hugepages-") {
-        return Err(format!("unsupported container resource: {resource}"));
-    }
-    let c = super::spec::find_container(pod, container)
-        .ok_or_else(|| format!("container {container:?} not found"))?;
-    let res = c.resources.as_ref();
-    let get =
-        |m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
-            m.and_then(|m| m.get(name))
-                .and_then(|q| crate::quantity::parse_milli(&q.0).ok())
-        };
-    let q = if kind == "limits" {
-        get(res.and_then(|r| r.limits.as_ref()))
-            .or_else(|| node_allocatable_milli.get(name).copied())
-    } else {
-        get(res.and_then(|r| r.requests.as_ref()))
-    }
-    .unwrap_or(0);
-    // a zero divisor (the API server stores a volume item's unset divisor as "0") means the
-    // default, as ExtractContainerResourceValue compares it with the zero Quantity
-    let div = match divisor {
-        None | Some("") => 1000,
-        Some(d) => {
-            match crate::quantity::parse_milli(d).map_err(|_| format!("invalid divisor {d:?}"))? {
-                0 => 1000,
-                v => v,
-            }
-        }
-    };
-    if div < 0 {
-        return Err("divisor must be positive".into());
-    }
-    Ok(((q + div - 1) / div).to_string())
 }
 
 #[cfg(test)]
@@ -581,7 +528,7 @@ mod tests {
     }
 
     #[test]
-    fn resource_field_refs_round_up_and_default_limits_to_allocatable() {
+    fn resource_field_refs_default_limits_to_allocatable() {
         let c = Container {
             name: "c".into(),
             resources: Some(ResourceRequirements {
@@ -606,23 +553,6 @@ mod tests {
         };
         let p = pod(c.clone());
         let alloc = BTreeMap::from([("cpu".to_string(), 2000i128)]);
-        assert_eq!(
-            resource_value(&p, "c", "requests.cpu", None, &alloc).unwrap(),
-            "1"
-        );
-        assert_eq!(
-            resource_value(&p, "c", "requests.cpu", Some("1m"), &alloc).unwrap(),
-            "250"
-        );
-        assert_eq!(
-            resource_value(&p, "c", "requests.memory", Some("1Mi"), &alloc).unwrap(),
-            "64"
-        );
-        assert_eq!(
-            resource_value(&p, "c", "limits.cpu", None, &alloc).unwrap(),
-            "2"
-        );
-        assert!(resource_value(&p, "c", "limits.gpu", None, &alloc).is_err());
         let src = EnvSources {
             node_allocatable_milli: alloc,
             ..Default::default()

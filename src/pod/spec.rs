@@ -4,6 +4,7 @@
 //! `kuberuntime/labels.go`.
 
 use crate::cri::{api, labels};
+use crate::resource;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use std::collections::HashMap;
 
@@ -64,51 +65,6 @@ pub fn sandbox_hostname(pod: &Pod) -> String {
         h.pop();
     }
     h
-}
-
-/// QoS class of a pod (k/k `pkg/apis/core/v1/helper/qos`): `Guaranteed` when every container
-/// has cpu and memory limits equal to its requests, `BestEffort` when no container has any cpu
-/// or memory request or limit, else `Burstable`.
-pub fn qos_class(pod: &Pod) -> &'static str {
-    let Some(spec) = pod.spec.as_ref() else {
-        return "BestEffort";
-    };
-    let all: Vec<&Container> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter())
-        .collect();
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in &all {
-        let res = c.resources.as_ref();
-        let req = res.and_then(|r| r.requests.as_ref());
-        let lim = res.and_then(|r| r.limits.as_ref());
-        for r in ["cpu", "memory"] {
-            let rq = req
-                .and_then(|m| m.get(r))
-                .map(|q| crate::quantity::parse_milli(&q.0).unwrap_or(0));
-            let lm = lim
-                .and_then(|m| m.get(r))
-                .map(|q| crate::quantity::parse_milli(&q.0).unwrap_or(0));
-            if rq.is_some_and(|v| v != 0) || lm.is_some_and(|v| v != 0) {
-                any = true;
-            }
-            match (rq, lm) {
-                (_, None) => guaranteed = false,
-                (Some(a), Some(b)) if a != b => guaranteed = false,
-                _ => {}
-            }
-        }
-    }
-    if !any {
-        "BestEffort"
-    } else if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
-    }
 }
 
 /// The namespace modes for a pod's sandbox and containers (k/k `kuberuntime/util`
@@ -243,14 +199,7 @@ pub fn sandbox_config(
     }
 }
 
-/// Finds a container (regular or init) by name.
-pub fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
-    let spec = pod.spec.as_ref()?;
-    spec.containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-        .find(|c| c.name == name)
-}
+pub use super::find_container;
 
 /// A stable hash of the container spec (FNV-1a over its JSON), in hex; stored as the
 /// `io.kubernetes.container.hash` annotation so a changed spec restarts the container.
@@ -583,7 +532,7 @@ pub fn container_config(
             resources: Some({
                 let mut r = linux_resources(c);
                 if inp.memory_capacity_bytes > 0 {
-                    r.oom_score_adj = crate::cm::oom_score_adj(pod, c, inp.memory_capacity_bytes);
+                    r.oom_score_adj = resource::oom_score_adj(pod, c, inp.memory_capacity_bytes);
                 }
                 r
             }),
@@ -650,20 +599,9 @@ pub fn container_config(
 /// (min 2, from the limit when there is no request), CFS period 100000 µs and quota =
 /// millicores·100 (min 1000 µs) when a cpu limit is set, memory limit in bytes.
 pub fn linux_resources(c: &Container) -> api::LinuxContainerResources {
-    let res = c.resources.as_ref();
-    let get = |m: Option<
-        &std::collections::BTreeMap<
-            String,
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-        >,
-    >,
-               k: &str| {
-        m.and_then(|m| m.get(k))
-            .and_then(|q| crate::quantity::parse_milli(&q.0).ok())
-    };
-    let req_cpu = get(res.and_then(|r| r.requests.as_ref()), "cpu");
-    let lim_cpu = get(res.and_then(|r| r.limits.as_ref()), "cpu");
-    let lim_mem = get(res.and_then(|r| r.limits.as_ref()), "memory").map(|m| m / 1000);
+    let req_cpu = resource::container_request(c, resource::CPU);
+    let lim_cpu = resource::container_limit(c, resource::CPU);
+    let lim_mem = resource::container_limit(c, resource::MEMORY).map(|m| m / 1000);
     let milli = req_cpu.or(lim_cpu).unwrap_or(0);
     let shares = (milli * 1024 / 1000).clamp(2, 262144) as i64;
     let (period, quota) = match lim_cpu {
@@ -671,18 +609,17 @@ pub fn linux_resources(c: &Container) -> api::LinuxContainerResources {
         _ => (0, 0),
     };
     // hugepages-<size> limits, page size as the runtime names it (`2Mi` -> `2MB`)
-    let hugepage_limits = res
-        .and_then(|r| r.limits.as_ref())
+    let hugepage_limits = resource::container_limits(c)
         .into_iter()
         .flatten()
         .filter_map(|(k, q)| {
-            let size = k.strip_prefix("hugepages-")?;
+            let size = k.strip_prefix(resource::HUGEPAGES_PREFIX)?;
             let page_size = size
                 .strip_suffix("Ki")
                 .map(|n| format!("{n}KB"))
                 .or_else(|| size.strip_suffix("Mi").map(|n| format!("{n}MB")))
                 .or_else(|| size.strip_suffix("Gi").map(|n| format!("{n}GB")))?;
-            let limit = (crate::quantity::parse_milli(&q.0).ok()? / 1000) as u64;
+            let limit = (resource::quantity_milli(q)? / 1000) as u64;
             Some(api::HugepageLimit { page_size, limit })
         })
         .collect();
@@ -751,8 +688,6 @@ mod tests {
         );
         let r = linux_resources(&Container::default());
         assert_eq!(r.cpu_shares, 2);
-        assert_eq!(qos_class(&pod_with(c)), "Burstable");
-        assert_eq!(qos_class(&pod_with(Container::default())), "BestEffort");
     }
 
     #[test]

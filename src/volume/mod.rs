@@ -669,16 +669,16 @@ fn add_downward(
             // the same reader as the env path, so both show the same figure (a missing limit
             // is the node's allocatable, k/k ExtractContainerResourceValue via the kubelet's
             // defaulted pod)
-            crate::pod::envvars::resource_value(
+            crate::resource::resource_field_value(
                 pod,
                 r.container_name.as_deref().unwrap_or(""),
                 &r.resource,
                 r.divisor.as_ref().map(|d| d.0.as_str()),
                 node_allocatable_milli,
             )
-            .map_err(|why| VolumeError::DownwardApi {
+            .map_err(|e| VolumeError::DownwardApi {
                 path: it.path.clone(),
-                why,
+                why: e.to_string(),
             })?
         } else {
             String::new()
@@ -878,7 +878,8 @@ mod tests {
     use super::*;
 
     /// Issue 11 item 5: a downwardAPI volume item for a limit the container does not set shows
-    /// the node's allocatable, as the env path does (both go through `envvars::resource_value`).
+    /// the node's allocatable, as the env path does (both go through
+    /// `resource::resource_field_value`).
     #[test]
     fn downward_volume_limits_without_a_limit_are_the_node_allocatable_as_in_env() {
         use k8s_openapi::api::core::v1::{
@@ -930,7 +931,7 @@ mod tests {
             ("cpu_limit", "limits.cpu", Some("1m")),
             ("mem_request", "requests.memory", Some("1Mi")),
         ] {
-            let env = crate::pod::envvars::resource_value(&pod, "c", res, div, &alloc).unwrap();
+            let env = crate::resource::resource_field_value(&pod, "c", res, div, &alloc).unwrap();
             assert_eq!(text(path), env, "{res}: the volume and env paths agree");
         }
         let bad = [item("x", "limits.nope", None)];

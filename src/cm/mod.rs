@@ -333,12 +333,13 @@ fn every_container_limits(pod: &Pod, name: &str) -> bool {
     })
 }
 
-/// The pod cgroup's settings (k/k `cm.ResourceConfigForPod` with CFS quota enforced and pod-level
-/// resources skipped): cpu.shares from the pod's cpu request ([`resource::pod_requests`]); for
-/// a pod whose every container has a cpu limit, the CFS quota of the pod's cpu limit
-/// ([`resource::pod_limits`]) over a 100 ms period; for a pod whose every container has a
-/// memory limit, that limit. The overhead is added. BestEffort pods get cpu.shares 2 and
-/// nothing else.
+/// The pod cgroup's settings (k/k `cm.ResourceConfigForPod` with CFS quota enforced):
+/// cpu.shares from the pod's cpu request ([`resource::pod_requests`]); the CFS quota of the
+/// pod's cpu limit ([`resource::pod_limits`]) over a 100 ms period when every container has a
+/// cpu limit or the pod sets a pod-level one; the memory limit likewise. Pod-level
+/// `spec.resources` (KEP-2837) replace the containers' sums, the overhead is added. BestEffort
+/// pods get cpu.shares 2 and nothing else (the QoS class, [`qos_class`], reads the containers
+/// only, so a pod whose only resources are pod-level ones is BestEffort here).
 pub fn pod_resource_config(pod: &Pod) -> ResourceConfig {
     if qos_class(pod) == QosClass::BestEffort {
         return ResourceConfig {
@@ -346,13 +347,13 @@ pub fn pod_resource_config(pod: &Pod) -> ResourceConfig {
             ..Default::default()
         };
     }
-    let opts = PodResourcesOptions {
-        skip_pod_level_resources: true,
-        ..Default::default()
-    };
+    let opts = PodResourcesOptions::default();
     let requests = resource::pod_requests(pod, &opts);
     let limits = resource::pod_limits(pod, &opts);
-    let declared = |name: &str| every_container_limits(pod, name);
+    let declared = |name: &str| {
+        every_container_limits(pod, name)
+            || resource::pod_level_limit(pod, name).is_some_and(|l| l != 0)
+    };
     let limit = |name: &str| declared(name).then(|| limits.get(name).copied().unwrap_or(0));
     let cpu_req = requests.get(CPU).copied().unwrap_or(0) as i64;
     let cpu_lim = limit(CPU).map(|v| v as i64);
@@ -615,6 +616,54 @@ mod tests {
                 .map(|(k, q)| (k.to_string(), Quantity(q.to_string())))
                 .collect(),
         )
+    }
+
+    /// KEP-2837: pod-level `spec.resources` set the pod cgroup, as the Go kubelet's
+    /// ResourceConfigForPod does (deckhand ignored them before).
+    #[test]
+    fn pod_cgroup_honours_pod_level_resources() {
+        let mut p = pod(vec![
+            ctr("a", &[("cpu", "100m"), ("memory", "64Mi")], &[]),
+            ctr("b", &[("cpu", "100m")], &[]),
+        ]);
+        assert_eq!(
+            pod_resource_config(&p),
+            ResourceConfig {
+                cpu_shares: Some(204),
+                ..Default::default()
+            },
+            "the containers alone: shares of 200m, no limit"
+        );
+        p.spec.as_mut().unwrap().resources = Some(ResourceRequirements {
+            requests: list(&[("cpu", "1"), ("memory", "256Mi")]),
+            limits: list(&[("cpu", "2"), ("memory", "512Mi")]),
+            ..Default::default()
+        });
+        assert_eq!(
+            pod_resource_config(&p),
+            ResourceConfig {
+                cpu_shares: Some(1024),
+                cpu_quota: Some(200_000),
+                cpu_period: Some(100_000),
+                memory_limit: Some(512 << 20),
+            }
+        );
+        // a pod-level memory limit alone: the cpu quota stays off (no container limits cpu)
+        p.spec.as_mut().unwrap().resources = Some(ResourceRequirements {
+            limits: list(&[("memory", "512Mi")]),
+            ..Default::default()
+        });
+        assert_eq!(
+            pod_resource_config(&p),
+            ResourceConfig {
+                cpu_shares: Some(204),
+                memory_limit: Some(512 << 20),
+                ..Default::default()
+            }
+        );
+        // the overhead is added to the pod-level limit
+        p.spec.as_mut().unwrap().overhead = list(&[("memory", "64Mi")]);
+        assert_eq!(pod_resource_config(&p).memory_limit, Some(576 << 20));
     }
 
     /// `PodLimits` adds the overhead to non-zero limits only: containers that all limit cpu to 0

@@ -3,6 +3,7 @@
 //! (`kuberuntime_container.go`), with the labels and annotations of
 //! `kuberuntime/labels.go`.
 
+use super::envvars::{expand, EnvError};
 use crate::cri::{api, labels};
 use crate::resource;
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -35,6 +36,12 @@ pub enum SpecError {
     /// The security context cannot be honoured (e.g. runAsNonRoot with a root image).
     #[error("{0}")]
     Security(String),
+}
+
+impl From<EnvError> for SpecError {
+    fn from(e: EnvError) -> Self {
+        SpecError::Env(e.0)
+    }
 }
 
 /// Where the pod's logs go: `<pod_logs_dir>/<namespace>_<name>_<uid>`
@@ -211,78 +218,6 @@ pub fn container_hash(c: &Container) -> String {
         h = h.wrapping_mul(0x01000193);
     }
     format!("{h:x}")
-}
-
-/// Expands `$(VAR)` references in `s` from `env` (k/k `third_party/forked/golang/expansion`):
-/// `$$` escapes to `$`, unknown references are left as written.
-pub fn expand(s: &str, env: &[(String, String)]) -> String {
-    let lookup = |name: &str| {
-        env.iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
-    let chars: Vec<char> = s.chars().collect();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i] == '$' && i + 1 < chars.len() {
-            match chars[i + 1] {
-                '$' => {
-                    out.push('$');
-                    i += 2;
-                    continue;
-                }
-                '(' => {
-                    if let Some(end) = chars[i + 2..].iter().position(|c| *c == ')') {
-                        let name: String = chars[i + 2..i + 2 + end].iter().collect();
-                        match lookup(&name) {
-                            Some(v) => out.push_str(&v),
-                            None => out.push_str(&format!("$({name})")),
-                        }
-                        i += 3 + end;
-                        continue;
-                    }
-                }
-                _ => {}
-            }
-        }
-        out.push(chars[i]);
-        i += 1;
-    }
-    out
-}
-
-/// The downward-API field values the Go kubelet supports for `fieldRef` in env
-/// (k/k `pkg/kubelet/kubelet_pods.go` `podFieldSelectorRuntimeValue`).
-pub fn field_value(pod: &Pod, path: &str, pod_ip: &str, host_ip: &str) -> Option<String> {
-    let spec = pod.spec.as_ref();
-    Some(match path {
-        "metadata.name" => pod.metadata.name.clone().unwrap_or_default(),
-        "metadata.namespace" => pod.metadata.namespace.clone().unwrap_or_default(),
-        "metadata.uid" => super::uid(pod).to_string(),
-        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
-        "spec.serviceAccountName" => spec
-            .and_then(|s| s.service_account_name.clone())
-            .unwrap_or_default(),
-        "status.podIP" | "status.podIPs" => pod_ip.to_string(),
-        "status.hostIP" | "status.hostIPs" => host_ip.to_string(),
-        p => {
-            let key = p
-                .strip_prefix("metadata.labels['")
-                .or_else(|| p.strip_prefix("metadata.annotations['"))?;
-            let key = key.strip_suffix("']")?;
-            let map = if p.starts_with("metadata.labels") {
-                &pod.metadata.labels
-            } else {
-                &pod.metadata.annotations
-            };
-            map.as_ref()
-                .and_then(|m| m.get(key))
-                .cloned()
-                .unwrap_or_default()
-        }
-    })
 }
 
 /// Inputs of [`container_config`] that come from the sync rather than the spec.
@@ -649,13 +584,6 @@ mod tests {
             ..Default::default()
         });
         p
-    }
-
-    #[test]
-    fn expansion_follows_kubernetes_rules() {
-        let env = vec![("A".to_string(), "x".to_string())];
-        assert_eq!(expand("$(A)-$(B)-$$(A)-$$", &env), "x-$(B)-$(A)-$");
-        assert_eq!(expand("$(A", &env), "$(A");
     }
 
     #[test]

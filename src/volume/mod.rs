@@ -663,7 +663,7 @@ fn add_downward(
             match f.field_path.as_str() {
                 "metadata.labels" => format_map(pod.metadata.labels.as_ref()),
                 "metadata.annotations" => format_map(pod.metadata.annotations.as_ref()),
-                p => crate::pod::spec::field_value(pod, p, "", "").unwrap_or_default(),
+                p => crate::pod::envvars::field_value(pod, p, "", "").unwrap_or_default(),
             }
         } else if let Some(r) = &it.resource_field_ref {
             // the same reader as the env path, so both show the same figure (a missing limit
@@ -812,7 +812,7 @@ pub fn container_mounts(
             })?;
         let sub = match (&m.sub_path, &m.sub_path_expr) {
             (Some(s), _) if !s.is_empty() => Some(s.clone()),
-            (_, Some(e)) if !e.is_empty() => Some(crate::pod::spec::expand(e, env)),
+            (_, Some(e)) if !e.is_empty() => Some(crate::pod::envvars::expand(e, env)),
             _ => None,
         };
         let host_path = match sub {

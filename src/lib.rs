@@ -16,6 +16,7 @@
 //! | carry out a sync: sandboxes, container start and kill, image pulls, log links | `kuberuntime/` | [`kuberuntime`] |
 //! | runtime calls (tonic client, in-memory fake) | `cri-api` | [`cri`], [`cri::fake`] |
 //! | pull-secret keyring (pure) | `pkg/credentialprovider` | [`credentialprovider`] |
+//! | requests, limits, QoS class, oom_score_adj (shared by kubelet and scheduler) | component-helpers `resource`, `qos/` | [`resource`] |
 //! | runtime change detection | `pleg/` | [`pleg`] |
 //! | pod status (pure generation + writer) | `status/` | [`status`] |
 //! | back-off | `client-go/util/flowcontrol` | [`backoff`] |
@@ -41,6 +42,7 @@ pub mod pleg;
 pub mod pod;
 pub mod prober;
 pub mod quantity;
+pub mod resource;
 pub mod scheduler;
 pub mod server;
 pub mod source;

@@ -19,12 +19,11 @@
 //! container cgroups below it. It is removed when the pod is cleaned up.
 //!
 //! The decisions are pure ([`CgroupName`] conversions, [`pod_resource_config`],
-//! [`oom_score_adj`], [`milli_cpu_to_shares`], [`runtime_cgroup_driver`]); [`CgroupManager`]
-//! does the I/O with cgroups-rs.
+//! [`milli_cpu_to_shares`], [`runtime_cgroup_driver`]); [`CgroupManager`] does the I/O with
+//! cgroups-rs. Requests, limits and the QoS class come from [`crate::resource`].
 
-use crate::pod::spec::qos_class;
-use crate::quantity::parse_milli;
-use k8s_openapi::api::core::v1::{Container, Pod};
+use crate::resource::{self, qos_class, PodResourcesOptions, QosClass, CPU, MEMORY};
+use k8s_openapi::api::core::v1::Pod;
 
 /// Smallest cpu.shares value (k/k `cm.MinShares`).
 pub const MIN_SHARES: u64 = 2;
@@ -236,12 +235,12 @@ pub fn expand_slice(slice: &str) -> Result<String, CgroupError> {
 
 /// The name of the QoS class cgroup holding `qos` pods (k/k `qosContainersInfo`): `kubepods`
 /// itself for Guaranteed, `kubepods/burstable`, `kubepods/besteffort`.
-pub fn qos_cgroup_name(qos: &str) -> CgroupName {
+pub fn qos_cgroup_name(qos: QosClass) -> CgroupName {
     let mut v = vec![KUBEPODS.to_string()];
     match qos {
-        "Guaranteed" => {}
-        "Burstable" => v.push("burstable".into()),
-        _ => v.push("besteffort".into()),
+        QosClass::Guaranteed => {}
+        QosClass::Burstable => v.push("burstable".into()),
+        QosClass::BestEffort => v.push("besteffort".into()),
     }
     CgroupName(v)
 }
@@ -321,114 +320,49 @@ pub struct ResourceConfig {
     pub memory_limit: Option<i64>,
 }
 
-fn res(c: &Container, limits: bool, name: &str) -> Option<i128> {
-    let r = c.resources.as_ref()?;
-    let m = if limits {
-        r.limits.as_ref()
-    } else {
-        r.requests.as_ref()
-    }?;
-    m.get(name).and_then(|q| parse_milli(&q.0).ok())
+/// True when every container (init and regular) sets a limit of `name` (deckhand reads each
+/// container's own limit, where the Go kubelet's `ContainerFn` sees an init container's limit
+/// together with the sidecars started before it).
+fn every_container_limits(pod: &Pod, name: &str) -> bool {
+    pod.spec.as_ref().is_some_and(|s| {
+        s.init_containers
+            .iter()
+            .flatten()
+            .chain(s.containers.iter())
+            .all(|c| resource::container_limit(c, name).is_some())
+    })
 }
 
-/// The effective request or limit of a pod for one resource (k/k `resource.PodRequests` /
-/// `PodLimits`): the larger of the sum over regular containers plus sidecars and the biggest
-/// init container (plus the sidecars started before it), plus the pod overhead; limits count
-/// only when every container sets one (`None` otherwise). In milli-units.
-fn pod_total(pod: &Pod, limits: bool, name: &str) -> Option<i128> {
-    let spec = pod.spec.as_ref()?;
-    let mut sum: i128 = 0;
-    let mut all_set = true;
-    let mut sidecars: i128 = 0;
-    let mut init_max: i128 = 0;
-    for c in spec.init_containers.iter().flatten() {
-        let v = res(c, limits, name);
-        all_set &= v.is_some();
-        let v = v.unwrap_or(0);
-        if c.restart_policy.as_deref() == Some("Always") {
-            sidecars += v;
-            init_max = init_max.max(sidecars);
-        } else {
-            init_max = init_max.max(sidecars + v);
-        }
-    }
-    for c in &spec.containers {
-        let v = res(c, limits, name);
-        all_set &= v.is_some();
-        sum += v.unwrap_or(0);
-    }
-    sum += sidecars;
-    let mut total = sum.max(init_max);
-    if let Some(o) = spec
-        .overhead
-        .as_ref()
-        .and_then(|o| o.get(name))
-        .and_then(|q| parse_milli(&q.0).ok())
-    {
-        total += o;
-    }
-    if limits && !all_set {
-        return None;
-    }
-    Some(total)
-}
-
-/// The pod cgroup's settings (k/k `cm.ResourceConfigForPod`): cpu.shares from the cpu
-/// requests; for a pod whose every container has a cpu limit, the CFS quota of their sum over a
-/// 100 ms period; for a pod whose every container has a memory limit, that sum as the memory
-/// limit. BestEffort pods get cpu.shares 2 and nothing else.
+/// The pod cgroup's settings (k/k `cm.ResourceConfigForPod` with CFS quota enforced):
+/// cpu.shares from the pod's cpu request ([`resource::pod_requests`]); the CFS quota of the
+/// pod's cpu limit ([`resource::pod_limits`]) over a 100 ms period when every container has a
+/// cpu limit or the pod sets a pod-level one; the memory limit likewise. Pod-level
+/// `spec.resources` (KEP-2837) replace the containers' sums, the overhead is added. BestEffort
+/// pods get cpu.shares 2 and nothing else (the QoS class, [`qos_class`], reads the containers
+/// only, so a pod whose only resources are pod-level ones is BestEffort here).
 pub fn pod_resource_config(pod: &Pod) -> ResourceConfig {
-    if qos_class(pod) == "BestEffort" {
+    if qos_class(pod) == QosClass::BestEffort {
         return ResourceConfig {
             cpu_shares: Some(MIN_SHARES),
             ..Default::default()
         };
     }
-    let cpu_req = pod_total(pod, false, "cpu").unwrap_or(0) as i64;
-    let cpu_lim = pod_total(pod, true, "cpu").map(|v| v as i64);
-    let mem_lim = pod_total(pod, true, "memory").map(|v| (v / 1000) as i64);
+    let opts = PodResourcesOptions::default();
+    let requests = resource::pod_requests(pod, &opts);
+    let limits = resource::pod_limits(pod, &opts);
+    let declared = |name: &str| {
+        every_container_limits(pod, name)
+            || resource::pod_level_limit(pod, name).is_some_and(|l| l != 0)
+    };
+    let limit = |name: &str| declared(name).then(|| limits.get(name).copied().unwrap_or(0));
+    let cpu_req = requests.get(CPU).copied().unwrap_or(0) as i64;
+    let cpu_lim = limit(CPU).map(|v| v as i64);
+    let mem_lim = limit(MEMORY).map(|v| (v / 1000) as i64);
     ResourceConfig {
         cpu_shares: Some(milli_cpu_to_shares(cpu_req)),
         cpu_quota: cpu_lim.and_then(|l| milli_cpu_to_quota(l, QUOTA_PERIOD_US)),
         cpu_period: cpu_lim.filter(|l| *l > 0).map(|_| QUOTA_PERIOD_US),
         memory_limit: mem_lim.filter(|m| *m > 0),
-    }
-}
-
-/// The OOM score adjustment of a container (k/k `pkg/kubelet/qos/policy.go`
-/// GetContainerOOMScoreAdjust): -997 for Guaranteed and node-critical pods, 1000 for BestEffort,
-/// else `1000 − 1000·memoryRequest/memoryCapacity` clamped to [3, 999] (a sidecar no higher than
-/// the pod's smallest regular container would get).
-pub fn oom_score_adj(pod: &Pod, c: &Container, memory_capacity_bytes: i64) -> i64 {
-    let spec = pod.spec.clone().unwrap_or_default();
-    let node_critical = spec.priority_class_name.as_deref() == Some("system-node-critical")
-        && spec.priority.unwrap_or(0) >= 2_000_000_000;
-    let qos = qos_class(pod);
-    if node_critical || qos == "Guaranteed" {
-        return -997;
-    }
-    if qos == "BestEffort" {
-        return 1000;
-    }
-    let cap = memory_capacity_bytes.max(1) as i128;
-    let mem_req = |c: &Container| res(c, false, "memory").unwrap_or(0) / 1000;
-    let mut adj = 1000 - (1000 * mem_req(c)) / cap;
-    let is_sidecar = c.restart_policy.as_deref() == Some("Always")
-        && spec
-            .init_containers
-            .iter()
-            .flatten()
-            .any(|i| i.name == c.name);
-    if is_sidecar {
-        let min_regular = spec.containers.iter().map(mem_req).min().unwrap_or(0);
-        adj = adj.min(1000 - (1000 * min_regular) / cap);
-    }
-    if adj < 3 {
-        3
-    } else if adj == 1000 {
-        999
-    } else {
-        adj as i64
     }
 }
 
@@ -514,16 +448,19 @@ impl CgroupManager {
         allocatable_memory: Option<i64>,
     ) -> Result<(), CgroupError> {
         self.build(
-            &qos_cgroup_name("Guaranteed"),
+            &qos_cgroup_name(QosClass::Guaranteed),
             &ResourceConfig {
                 cpu_shares: Some(milli_cpu_to_shares(allocatable_milli_cpu)),
                 memory_limit: allocatable_memory,
                 ..Default::default()
             },
         )?;
-        self.build(&qos_cgroup_name("Burstable"), &ResourceConfig::default())?;
         self.build(
-            &qos_cgroup_name("BestEffort"),
+            &qos_cgroup_name(QosClass::Burstable),
+            &ResourceConfig::default(),
+        )?;
+        self.build(
+            &qos_cgroup_name(QosClass::BestEffort),
             &ResourceConfig {
                 cpu_shares: Some(MIN_SHARES),
                 ..Default::default()
@@ -539,7 +476,11 @@ impl CgroupManager {
     /// Removes the cgroup of pod `uid` under any QoS class, once it has no processes left.
     /// A cgroup that does not exist is not an error.
     pub fn remove_pod_cgroup(&self, uid: &str) -> Result<(), CgroupError> {
-        for qos in ["Guaranteed", "Burstable", "BestEffort"] {
+        for qos in [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ] {
             let Ok(name) = qos_cgroup_name(qos).child(&format!("pod{uid}")) else {
                 continue;
             };
@@ -564,7 +505,7 @@ impl CgroupManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
+    use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use std::collections::BTreeMap;
 
@@ -670,37 +611,80 @@ mod tests {
         );
     }
 
+    fn list(v: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
+        Some(
+            v.iter()
+                .map(|(k, q)| (k.to_string(), Quantity(q.to_string())))
+                .collect(),
+        )
+    }
+
+    /// KEP-2837: pod-level `spec.resources` set the pod cgroup, as the Go kubelet's
+    /// ResourceConfigForPod does (deckhand ignored them before).
     #[test]
-    fn oom_score_adj_per_qos_class() {
-        let cap = 4 * 1024 * 1024 * 1024i64;
-        let g = pod(vec![ctr(
+    fn pod_cgroup_honours_pod_level_resources() {
+        let mut p = pod(vec![
+            ctr("a", &[("cpu", "100m"), ("memory", "64Mi")], &[]),
+            ctr("b", &[("cpu", "100m")], &[]),
+        ]);
+        assert_eq!(
+            pod_resource_config(&p),
+            ResourceConfig {
+                cpu_shares: Some(204),
+                ..Default::default()
+            },
+            "the containers alone: shares of 200m, no limit"
+        );
+        p.spec.as_mut().unwrap().resources = Some(ResourceRequirements {
+            requests: list(&[("cpu", "1"), ("memory", "256Mi")]),
+            limits: list(&[("cpu", "2"), ("memory", "512Mi")]),
+            ..Default::default()
+        });
+        assert_eq!(
+            pod_resource_config(&p),
+            ResourceConfig {
+                cpu_shares: Some(1024),
+                cpu_quota: Some(200_000),
+                cpu_period: Some(100_000),
+                memory_limit: Some(512 << 20),
+            }
+        );
+        // a pod-level memory limit alone: the cpu quota stays off (no container limits cpu)
+        p.spec.as_mut().unwrap().resources = Some(ResourceRequirements {
+            limits: list(&[("memory", "512Mi")]),
+            ..Default::default()
+        });
+        assert_eq!(
+            pod_resource_config(&p),
+            ResourceConfig {
+                cpu_shares: Some(204),
+                memory_limit: Some(512 << 20),
+                ..Default::default()
+            }
+        );
+        // the overhead is added to the pod-level limit
+        p.spec.as_mut().unwrap().overhead = list(&[("memory", "64Mi")]);
+        assert_eq!(pod_resource_config(&p).memory_limit, Some(576 << 20));
+    }
+
+    /// `PodLimits` adds the overhead to non-zero limits only: containers that all limit cpu to 0
+    /// get no CFS quota from the overhead alone (deckhand set the overhead's quota before).
+    #[test]
+    fn overhead_is_not_a_pod_limit_by_itself() {
+        let mut p = pod(vec![ctr(
             "a",
-            &[("cpu", "1"), ("memory", "1Gi")],
-            &[("cpu", "1"), ("memory", "1Gi")],
+            &[("memory", "64Mi")],
+            &[("cpu", "0"), ("memory", "64Mi")],
         )]);
+        p.spec.as_mut().unwrap().overhead = list(&[("cpu", "250m"), ("memory", "120Mi")]);
         assert_eq!(
-            oom_score_adj(&g, &g.spec.as_ref().unwrap().containers[0], cap),
-            -997
-        );
-        let be = pod(vec![ctr("a", &[], &[])]);
-        assert_eq!(
-            oom_score_adj(&be, &be.spec.as_ref().unwrap().containers[0], cap),
-            1000
-        );
-        let b = pod(vec![ctr("a", &[("memory", "1Gi")], &[])]);
-        assert_eq!(
-            oom_score_adj(&b, &b.spec.as_ref().unwrap().containers[0], cap),
-            750
-        );
-        let tiny = pod(vec![ctr("a", &[("cpu", "10m")], &[])]);
-        assert_eq!(
-            oom_score_adj(&tiny, &tiny.spec.as_ref().unwrap().containers[0], cap),
-            999
-        );
-        let huge = pod(vec![ctr("a", &[("memory", "8Gi")], &[])]);
-        assert_eq!(
-            oom_score_adj(&huge, &huge.spec.as_ref().unwrap().containers[0], cap),
-            3
+            pod_resource_config(&p),
+            ResourceConfig {
+                cpu_shares: Some(256),
+                cpu_quota: None,
+                cpu_period: None,
+                memory_limit: Some(184 << 20),
+            }
         );
     }
 

@@ -82,7 +82,7 @@ impl TerminalStatus {
             phase: Some("Failed".into()),
             reason: Some(self.reason.clone()),
             message: Some(self.message.clone()),
-            qos_class: Some(crate::pod::spec::qos_class(pod).to_string()),
+            qos_class: Some(crate::resource::qos_class(pod).to_string()),
             start_time: old.start_time.clone().or(Some(now)),
             conditions: (!conditions.is_empty()).then_some(conditions),
             ..Default::default()

@@ -5,7 +5,7 @@
 //! the doc page "Node-pressure Eviction" (section "Pod selection for kubelet eviction").
 
 use super::thresholds::{NodeCondition, Signal};
-use crate::scheduler::resources::{pod_requests, RequestOptions};
+use crate::resource::{pod_requests, PodResourcesOptions, QosClass};
 use k8s_openapi::api::core::v1::{Pod, Taint};
 use std::cmp::Ordering;
 
@@ -58,7 +58,7 @@ pub fn is_critical(pod: &Pod) -> bool {
 /// The pod's request of `resource` in whole units (bytes for memory and ephemeral-storage),
 /// as `GetResourceRequestQuantity` computes it.
 pub fn request(pod: &Pod, resource: &str) -> u64 {
-    let r = pod_requests(pod, &RequestOptions::default());
+    let r = pod_requests(pod, &PodResourcesOptions::default());
     (r.get(resource).copied().unwrap_or(0).max(0) / 1000) as u64
 }
 
@@ -137,17 +137,12 @@ fn decimal_si(n: u64) -> String {
     n.to_string()
 }
 
+/// The container's request of `resource` as written (`"0"` when it requests none); `None` for
+/// a container the pod does not have.
 fn container_request_text(pod: &Pod, container: &str, resource: &str) -> Option<String> {
-    let spec = pod.spec.as_ref()?;
-    let c = spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-        .find(|c| c.name == container)?;
+    let c = crate::pod::find_container(pod, container)?;
     Some(
-        c.resources
-            .as_ref()
-            .and_then(|r| r.requests.as_ref())
+        crate::resource::container_requests(c)
             .and_then(|r| r.get(resource))
             .map(|q| q.0.clone())
             .unwrap_or_else(|| "0".into()),
@@ -217,7 +212,7 @@ pub fn admit(pod: &Pod, conditions: &[NodeCondition]) -> Result<(), String> {
         return Ok(());
     }
     if conditions == [NodeCondition::MemoryPressure] {
-        if crate::pod::spec::qos_class(pod) != "BestEffort" {
+        if crate::resource::qos_class(pod) != QosClass::BestEffort {
             return Ok(());
         }
         let taint = Taint {

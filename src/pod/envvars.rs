@@ -2,7 +2,10 @@
 //! `makeEnvironmentVariables`, `getServiceEnvVarMap`; `pkg/kubelet/envvars`).
 //!
 //! Pure: the configMaps, secrets and services it needs are fetched by the caller
-//! ([`referenced_objects`] says which) and passed in as [`EnvSources`].
+//! ([`referenced_objects`] says which) and passed in as [`EnvSources`]. Also owns `$(VAR)`
+//! expansion ([`expand`], used for command, args and `subPathExpr` too) and the `fieldRef`
+//! values ([`field_value`], shared with downwardAPI volumes); `resourceFieldRef` values come from
+//! [`crate::resource::resource_field_value`].
 //!
 //! Order of resolution (the Go kubelet's):
 //! 1. `envFrom` sources, in order, each key optionally prefixed (later sources win);
@@ -12,9 +15,14 @@
 //!    of the same name;
 //! 3. the service variables not already set.
 
-use super::spec::{expand, field_value, SpecError};
 use k8s_openapi::api::core::v1::{Container, Pod, Service};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Errors building a container's environment. The message is what the pod shows
+/// (`CreateContainerConfigError`, worded as the Go kubelet words it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EnvError(pub String);
 
 /// What the environment of a container is built from, besides the pod itself.
 #[derive(Debug, Clone, Default)]
@@ -151,15 +159,87 @@ impl OrderedEnv {
     }
 }
 
-fn not_found(kind: &str, name: &str) -> SpecError {
+/// Expands `$(VAR)` references in `s` from `env` (k/k `third_party/forked/golang/expansion`):
+/// `$$` escapes to `$`, unknown references are left as written.
+pub fn expand(s: &str, env: &[(String, String)]) -> String {
+    let lookup = |name: &str| {
+        env.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == '$' && i + 1 < chars.len() {
+            match chars[i + 1] {
+                '$' => {
+                    out.push('$');
+                    i += 2;
+                    continue;
+                }
+                '(' => {
+                    if let Some(end) = chars[i + 2..].iter().position(|c| *c == ')') {
+                        let name: String = chars[i + 2..i + 2 + end].iter().collect();
+                        match lookup(&name) {
+                            Some(v) => out.push_str(&v),
+                            None => out.push_str(&format!("$({name})")),
+                        }
+                        i += 3 + end;
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    out
+}
+
+/// The downward-API field values the Go kubelet supports for `fieldRef` in env
+/// (k/k `pkg/kubelet/kubelet_pods.go` `podFieldSelectorRuntimeValue`).
+pub fn field_value(pod: &Pod, path: &str, pod_ip: &str, host_ip: &str) -> Option<String> {
+    let spec = pod.spec.as_ref();
+    Some(match path {
+        "metadata.name" => pod.metadata.name.clone().unwrap_or_default(),
+        "metadata.namespace" => pod.metadata.namespace.clone().unwrap_or_default(),
+        "metadata.uid" => super::uid(pod).to_string(),
+        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
+        "spec.serviceAccountName" => spec
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_default(),
+        "status.podIP" | "status.podIPs" => pod_ip.to_string(),
+        "status.hostIP" | "status.hostIPs" => host_ip.to_string(),
+        p => {
+            let key = p
+                .strip_prefix("metadata.labels['")
+                .or_else(|| p.strip_prefix("metadata.annotations['"))?;
+            let key = key.strip_suffix("']")?;
+            let map = if p.starts_with("metadata.labels") {
+                &pod.metadata.labels
+            } else {
+                &pod.metadata.annotations
+            };
+            map.as_ref()
+                .and_then(|m| m.get(key))
+                .cloned()
+                .unwrap_or_default()
+        }
+    })
+}
+
+fn not_found(kind: &str, name: &str) -> EnvError {
     // The Go kubelet's watch-based configMap/secret managers answer NotFound for the
     // singular group resource: `configmap "x" not found`, `secret "x" not found`.
-    SpecError::Env(format!("{kind} {name:?} not found"))
+    EnvError(format!("{kind} {name:?} not found"))
 }
 
 /// Builds the environment of container `c` of `pod` (see the module doc for the order).
 ///
-/// Errors ([`SpecError::Env`], shown as `CreateContainerConfigError` with this message, as the
+/// Errors ([`EnvError`], shown as `CreateContainerConfigError` with this message, as the
 /// Go kubelet): a required configMap or secret that does not exist (`configmap "x" not found`),
 /// a required key missing (`couldn't find key k in ConfigMap ns/x`), a configMap or secret the
 /// caller could not fetch, an unsupported `fieldPath`.
@@ -169,23 +249,21 @@ pub fn make_environment(
     pod_ip: &str,
     host_ip: &str,
     src: &EnvSources,
-) -> Result<Vec<(String, String)>, SpecError> {
+) -> Result<Vec<(String, String)>, EnvError> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("");
     let mut env = OrderedEnv::default();
-    let cm = |name: &str| -> Result<Option<&BTreeMap<String, String>>, SpecError> {
+    let cm = |name: &str| -> Result<Option<&BTreeMap<String, String>>, EnvError> {
         match src.config_maps.get(name) {
             Some(Some(d)) => Ok(Some(d)),
             Some(None) => Ok(None),
-            None => Err(SpecError::Env(format!(
-                "couldn't get configMap {ns}/{name}"
-            ))),
+            None => Err(EnvError(format!("couldn't get configMap {ns}/{name}"))),
         }
     };
-    let secret = |name: &str| -> Result<Option<&BTreeMap<String, Vec<u8>>>, SpecError> {
+    let secret = |name: &str| -> Result<Option<&BTreeMap<String, Vec<u8>>>, EnvError> {
         match src.secrets.get(name) {
             Some(Some(d)) => Ok(Some(d)),
             Some(None) => Ok(None),
-            None => Err(SpecError::Env(format!("couldn't get secret {ns}/{name}"))),
+            None => Err(EnvError(format!("couldn't get secret {ns}/{name}"))),
         }
     };
 
@@ -231,7 +309,7 @@ pub fn make_environment(
         } else if let Some(from) = &e.value_from {
             if let Some(f) = &from.field_ref {
                 field_value(pod, &f.field_path, pod_ip, host_ip).ok_or_else(|| {
-                    SpecError::Env(format!(
+                    EnvError(format!(
                         "unsupported fieldPath {:?} in environment variable {}",
                         f.field_path, e.name
                     ))
@@ -242,14 +320,14 @@ pub fn make_environment(
                     .clone()
                     .filter(|n| !n.is_empty())
                     .unwrap_or_else(|| c.name.clone());
-                resource_value(
+                crate::resource::resource_field_value(
                     pod,
                     &container,
                     &r.resource,
                     r.divisor.as_ref().map(|d| d.0.as_str()),
                     &src.node_allocatable_milli,
                 )
-                .map_err(|why| SpecError::Env(format!("environment variable {}: {why}", e.name)))?
+                .map_err(|why| EnvError(format!("environment variable {}: {why}", e.name)))?
             } else if let Some(r) = &from.config_map_key_ref {
                 let optional = r.optional.unwrap_or(false);
                 match cm(&r.name)? {
@@ -257,7 +335,7 @@ pub fn make_environment(
                         Some(v) => v.clone(),
                         None if optional => continue,
                         None => {
-                            return Err(SpecError::Env(format!(
+                            return Err(EnvError(format!(
                                 "couldn't find key {} in ConfigMap {ns}/{}",
                                 r.key, r.name
                             )))
@@ -273,7 +351,7 @@ pub fn make_environment(
                         Some(v) => String::from_utf8_lossy(v).into_owned(),
                         None if optional => continue,
                         None => {
-                            return Err(SpecError::Env(format!(
+                            return Err(EnvError(format!(
                                 "couldn't find key {} in Secret {ns}/{}",
                                 r.key, r.name
                             )))
@@ -283,7 +361,7 @@ pub fn make_environment(
                     None => return Err(not_found("secret", &r.name)),
                 }
             } else {
-                return Err(SpecError::Env(format!(
+                return Err(EnvError(format!(
                     "environment variable {}: this valueFrom source is not supported by deckhand",
                     e.name
                 )));
@@ -300,59 +378,6 @@ pub fn make_environment(
         }
     }
     Ok(env.0)
-}
-
-/// The value of a `resourceFieldRef` (k/k `pkg/api/v1/resource` ExtractContainerResourceValue):
-/// `limits.cpu`/`requests.cpu` in units of `divisor` (default 1 core) rounded up,
-/// `limits.memory`/`requests.memory` and ephemeral-storage in units of `divisor` (default 1
-/// byte) rounded up; a zero divisor is the default. A missing limit is the node's allocatable, as
-/// the Go kubelet defaults it.
-///
-/// Errors: an unsupported resource name or an invalid divisor.
-pub fn resource_value(
-    pod: &Pod,
-    container: &str,
-    resource: &str,
-    divisor: Option<&str>,
-    node_allocatable_milli: &BTreeMap<String, i128>,
-) -> Result<String, String> {
-    let (kind, name) = resource
-        .split_once('.')
-        .filter(|(k, _)| *k == "limits" || *k == "requests")
-        .ok_or_else(|| format!("unsupported container resource: {resource}"))?;
-    if !matches!(name, "cpu" | "memory" | "ephemeral-storage") && !name.starts_with("hugepages-") {
-        return Err(format!("unsupported container resource: {resource}"));
-    }
-    let c = super::spec::find_container(pod, container)
-        .ok_or_else(|| format!("container {container:?} not found"))?;
-    let res = c.resources.as_ref();
-    let get =
-        |m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
-            m.and_then(|m| m.get(name))
-                .and_then(|q| crate::quantity::parse_milli(&q.0).ok())
-        };
-    let q = if kind == "limits" {
-        get(res.and_then(|r| r.limits.as_ref()))
-            .or_else(|| node_allocatable_milli.get(name).copied())
-    } else {
-        get(res.and_then(|r| r.requests.as_ref()))
-    }
-    .unwrap_or(0);
-    // a zero divisor (the API server stores a volume item's unset divisor as "0") means the
-    // default, as ExtractContainerResourceValue compares it with the zero Quantity
-    let div = match divisor {
-        None | Some("") => 1000,
-        Some(d) => {
-            match crate::quantity::parse_milli(d).map_err(|_| format!("invalid divisor {d:?}"))? {
-                0 => 1000,
-                v => v,
-            }
-        }
-    };
-    if div < 0 {
-        return Err("divisor must be positive".into());
-    }
-    Ok(((q + div - 1) / div).to_string())
 }
 
 #[cfg(test)]
@@ -389,6 +414,13 @@ mod tests {
             }),
             status: None,
         }
+    }
+
+    #[test]
+    fn expansion_follows_kubernetes_rules() {
+        let env = vec![("A".to_string(), "x".to_string())];
+        assert_eq!(expand("$(A)-$(B)-$$(A)-$$", &env), "x-$(B)-$(A)-$");
+        assert_eq!(expand("$(A", &env), "$(A");
     }
 
     #[test]
@@ -581,7 +613,7 @@ mod tests {
     }
 
     #[test]
-    fn resource_field_refs_round_up_and_default_limits_to_allocatable() {
+    fn resource_field_refs_default_limits_to_allocatable() {
         let c = Container {
             name: "c".into(),
             resources: Some(ResourceRequirements {
@@ -606,23 +638,6 @@ mod tests {
         };
         let p = pod(c.clone());
         let alloc = BTreeMap::from([("cpu".to_string(), 2000i128)]);
-        assert_eq!(
-            resource_value(&p, "c", "requests.cpu", None, &alloc).unwrap(),
-            "1"
-        );
-        assert_eq!(
-            resource_value(&p, "c", "requests.cpu", Some("1m"), &alloc).unwrap(),
-            "250"
-        );
-        assert_eq!(
-            resource_value(&p, "c", "requests.memory", Some("1Mi"), &alloc).unwrap(),
-            "64"
-        );
-        assert_eq!(
-            resource_value(&p, "c", "limits.cpu", None, &alloc).unwrap(),
-            "2"
-        );
-        assert!(resource_value(&p, "c", "limits.gpu", None, &alloc).is_err());
         let src = EnvSources {
             node_allocatable_milli: alloc,
             ..Default::default()

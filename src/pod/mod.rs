@@ -16,7 +16,7 @@ pub mod states;
 mod sync;
 pub mod workers;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 
 /// A pod's identity as the Go kubelet prints it in messages: `<name>_<namespace>(<uid>)`
 /// (k/k `pkg/kubelet/util/format.Pod`).
@@ -51,6 +51,15 @@ pub fn host_network(pod: &Pod) -> bool {
 }
 
 /// True for an init container with `restartPolicy: Always` (a sidecar).
-pub fn is_sidecar(c: &k8s_openapi::api::core::v1::Container) -> bool {
+pub fn is_sidecar(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
+}
+
+/// Finds a container (regular or init) of the pod by name.
+pub fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+    let spec = pod.spec.as_ref()?;
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
 }

@@ -3,7 +3,9 @@
 //! (`kuberuntime_container.go`), with the labels and annotations of
 //! `kuberuntime/labels.go`.
 
+use super::envvars::{expand, EnvError};
 use crate::cri::{api, labels};
+use crate::resource;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use std::collections::HashMap;
 
@@ -36,6 +38,12 @@ pub enum SpecError {
     Security(String),
 }
 
+impl From<EnvError> for SpecError {
+    fn from(e: EnvError) -> Self {
+        SpecError::Env(e.0)
+    }
+}
+
 /// Where the pod's logs go: `<pod_logs_dir>/<namespace>_<name>_<uid>`
 /// (k/k `kuberuntime/helpers.go` `BuildPodLogsDirectory`).
 pub fn pod_log_dir(pod_logs_dir: &str, pod: &Pod) -> String {
@@ -64,51 +72,6 @@ pub fn sandbox_hostname(pod: &Pod) -> String {
         h.pop();
     }
     h
-}
-
-/// QoS class of a pod (k/k `pkg/apis/core/v1/helper/qos`): `Guaranteed` when every container
-/// has cpu and memory limits equal to its requests, `BestEffort` when no container has any cpu
-/// or memory request or limit, else `Burstable`.
-pub fn qos_class(pod: &Pod) -> &'static str {
-    let Some(spec) = pod.spec.as_ref() else {
-        return "BestEffort";
-    };
-    let all: Vec<&Container> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter())
-        .collect();
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in &all {
-        let res = c.resources.as_ref();
-        let req = res.and_then(|r| r.requests.as_ref());
-        let lim = res.and_then(|r| r.limits.as_ref());
-        for r in ["cpu", "memory"] {
-            let rq = req
-                .and_then(|m| m.get(r))
-                .map(|q| crate::quantity::parse_milli(&q.0).unwrap_or(0));
-            let lm = lim
-                .and_then(|m| m.get(r))
-                .map(|q| crate::quantity::parse_milli(&q.0).unwrap_or(0));
-            if rq.is_some_and(|v| v != 0) || lm.is_some_and(|v| v != 0) {
-                any = true;
-            }
-            match (rq, lm) {
-                (_, None) => guaranteed = false,
-                (Some(a), Some(b)) if a != b => guaranteed = false,
-                _ => {}
-            }
-        }
-    }
-    if !any {
-        "BestEffort"
-    } else if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
-    }
 }
 
 /// The namespace modes for a pod's sandbox and containers (k/k `kuberuntime/util`
@@ -243,14 +206,7 @@ pub fn sandbox_config(
     }
 }
 
-/// Finds a container (regular or init) by name.
-pub fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
-    let spec = pod.spec.as_ref()?;
-    spec.containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-        .find(|c| c.name == name)
-}
+pub use super::find_container;
 
 /// A stable hash of the container spec (FNV-1a over its JSON), in hex; stored as the
 /// `io.kubernetes.container.hash` annotation so a changed spec restarts the container.
@@ -262,78 +218,6 @@ pub fn container_hash(c: &Container) -> String {
         h = h.wrapping_mul(0x01000193);
     }
     format!("{h:x}")
-}
-
-/// Expands `$(VAR)` references in `s` from `env` (k/k `third_party/forked/golang/expansion`):
-/// `$$` escapes to `$`, unknown references are left as written.
-pub fn expand(s: &str, env: &[(String, String)]) -> String {
-    let lookup = |name: &str| {
-        env.iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
-    let chars: Vec<char> = s.chars().collect();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i] == '$' && i + 1 < chars.len() {
-            match chars[i + 1] {
-                '$' => {
-                    out.push('$');
-                    i += 2;
-                    continue;
-                }
-                '(' => {
-                    if let Some(end) = chars[i + 2..].iter().position(|c| *c == ')') {
-                        let name: String = chars[i + 2..i + 2 + end].iter().collect();
-                        match lookup(&name) {
-                            Some(v) => out.push_str(&v),
-                            None => out.push_str(&format!("$({name})")),
-                        }
-                        i += 3 + end;
-                        continue;
-                    }
-                }
-                _ => {}
-            }
-        }
-        out.push(chars[i]);
-        i += 1;
-    }
-    out
-}
-
-/// The downward-API field values the Go kubelet supports for `fieldRef` in env
-/// (k/k `pkg/kubelet/kubelet_pods.go` `podFieldSelectorRuntimeValue`).
-pub fn field_value(pod: &Pod, path: &str, pod_ip: &str, host_ip: &str) -> Option<String> {
-    let spec = pod.spec.as_ref();
-    Some(match path {
-        "metadata.name" => pod.metadata.name.clone().unwrap_or_default(),
-        "metadata.namespace" => pod.metadata.namespace.clone().unwrap_or_default(),
-        "metadata.uid" => super::uid(pod).to_string(),
-        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
-        "spec.serviceAccountName" => spec
-            .and_then(|s| s.service_account_name.clone())
-            .unwrap_or_default(),
-        "status.podIP" | "status.podIPs" => pod_ip.to_string(),
-        "status.hostIP" | "status.hostIPs" => host_ip.to_string(),
-        p => {
-            let key = p
-                .strip_prefix("metadata.labels['")
-                .or_else(|| p.strip_prefix("metadata.annotations['"))?;
-            let key = key.strip_suffix("']")?;
-            let map = if p.starts_with("metadata.labels") {
-                &pod.metadata.labels
-            } else {
-                &pod.metadata.annotations
-            };
-            map.as_ref()
-                .and_then(|m| m.get(key))
-                .cloned()
-                .unwrap_or_default()
-        }
-    })
 }
 
 /// Inputs of [`container_config`] that come from the sync rather than the spec.
@@ -583,7 +467,7 @@ pub fn container_config(
             resources: Some({
                 let mut r = linux_resources(c);
                 if inp.memory_capacity_bytes > 0 {
-                    r.oom_score_adj = crate::cm::oom_score_adj(pod, c, inp.memory_capacity_bytes);
+                    r.oom_score_adj = resource::oom_score_adj(pod, c, inp.memory_capacity_bytes);
                 }
                 r
             }),
@@ -650,20 +534,9 @@ pub fn container_config(
 /// (min 2, from the limit when there is no request), CFS period 100000 µs and quota =
 /// millicores·100 (min 1000 µs) when a cpu limit is set, memory limit in bytes.
 pub fn linux_resources(c: &Container) -> api::LinuxContainerResources {
-    let res = c.resources.as_ref();
-    let get = |m: Option<
-        &std::collections::BTreeMap<
-            String,
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-        >,
-    >,
-               k: &str| {
-        m.and_then(|m| m.get(k))
-            .and_then(|q| crate::quantity::parse_milli(&q.0).ok())
-    };
-    let req_cpu = get(res.and_then(|r| r.requests.as_ref()), "cpu");
-    let lim_cpu = get(res.and_then(|r| r.limits.as_ref()), "cpu");
-    let lim_mem = get(res.and_then(|r| r.limits.as_ref()), "memory").map(|m| m / 1000);
+    let req_cpu = resource::container_request(c, resource::CPU);
+    let lim_cpu = resource::container_limit(c, resource::CPU);
+    let lim_mem = resource::container_limit(c, resource::MEMORY).map(|m| m / 1000);
     let milli = req_cpu.or(lim_cpu).unwrap_or(0);
     let shares = (milli * 1024 / 1000).clamp(2, 262144) as i64;
     let (period, quota) = match lim_cpu {
@@ -671,18 +544,17 @@ pub fn linux_resources(c: &Container) -> api::LinuxContainerResources {
         _ => (0, 0),
     };
     // hugepages-<size> limits, page size as the runtime names it (`2Mi` -> `2MB`)
-    let hugepage_limits = res
-        .and_then(|r| r.limits.as_ref())
+    let hugepage_limits = resource::container_limits(c)
         .into_iter()
         .flatten()
         .filter_map(|(k, q)| {
-            let size = k.strip_prefix("hugepages-")?;
+            let size = k.strip_prefix(resource::HUGEPAGES_PREFIX)?;
             let page_size = size
                 .strip_suffix("Ki")
                 .map(|n| format!("{n}KB"))
                 .or_else(|| size.strip_suffix("Mi").map(|n| format!("{n}MB")))
                 .or_else(|| size.strip_suffix("Gi").map(|n| format!("{n}GB")))?;
-            let limit = (crate::quantity::parse_milli(&q.0).ok()? / 1000) as u64;
+            let limit = (resource::quantity_milli(q)? / 1000) as u64;
             Some(api::HugepageLimit { page_size, limit })
         })
         .collect();
@@ -715,13 +587,6 @@ mod tests {
     }
 
     #[test]
-    fn expansion_follows_kubernetes_rules() {
-        let env = vec![("A".to_string(), "x".to_string())];
-        assert_eq!(expand("$(A)-$(B)-$$(A)-$$", &env), "x-$(B)-$(A)-$");
-        assert_eq!(expand("$(A", &env), "$(A");
-    }
-
-    #[test]
     fn cpu_and_memory_convert_like_the_go_kubelet() {
         let mut c = Container {
             name: "c".into(),
@@ -751,8 +616,6 @@ mod tests {
         );
         let r = linux_resources(&Container::default());
         assert_eq!(r.cpu_shares, 2);
-        assert_eq!(qos_class(&pod_with(c)), "Burstable");
-        assert_eq!(qos_class(&pod_with(Container::default())), "BestEffort");
     }
 
     #[test]

@@ -1,23 +1,17 @@
-//! Resource arithmetic of the scheduler: what a pod requests (init containers, sidecars, pod-level
-//! resources and overhead counted as kube-scheduler counts them) and what a node offers.
+//! Resource arithmetic of the scheduler: a pod's requests as kube-scheduler accounts them (read
+//! with [`crate::resource::pod_requests`], shared with the kubelet side) and what a node offers.
 //!
-//! Mirrors `k8s.io/component-helpers/resource.PodRequests` and the scheduler's `framework.Resource`
+//! Mirrors the scheduler's `framework.Resource`
 //! (k/k `pkg/scheduler/framework/types.go`: `Resource.Add`, `SetMaxResource`,
 //! `PodInfo.CalculateResource`) at v1.36.3 with its default feature gates (PodLevelResources and
 //! InPlacePodVerticalScaling on).
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use crate::resource::{
+    is_pod_level_requests_set, milli_to_value, parse_list, pod_requests, PodResourcesOptions,
+    ResourceList, CPU, EPHEMERAL_STORAGE, MEMORY, PODS,
+};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use std::collections::BTreeMap;
-
-/// `cpu`
-pub const CPU: &str = "cpu";
-/// `memory`
-pub const MEMORY: &str = "memory";
-/// `ephemeral-storage`
-pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
-/// `pods`
-pub const PODS: &str = "pods";
 
 /// CPU assumed for a container that requests none, for scoring only (100 m;
 /// k/k `pkg/scheduler/util/pod_resources.go` `DefaultMilliCPURequest`).
@@ -25,43 +19,6 @@ pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
 /// Memory assumed for a container that requests none, for scoring only (200 MiB;
 /// `DefaultMemoryRequest`).
 pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
-
-/// A resource list in milli-units (exact for every quantity with at most milli precision), keyed
-/// by resource name. `cpu` stays in millicores; everything else is converted to whole units with
-/// [`ResourceList::value`].
-pub type ResourceList = BTreeMap<String, i128>;
-
-/// Parses an API resource list into milli-units; unparsable quantities count as zero (the API
-/// server validates them, so this does not happen for stored objects).
-pub fn parse_list(list: Option<&BTreeMap<String, Quantity>>) -> ResourceList {
-    list.map(|l| {
-        l.iter()
-            .map(|(k, q)| (k.clone(), crate::quantity::parse_milli(&q.0).unwrap_or(0)))
-            .collect()
-    })
-    .unwrap_or_default()
-}
-
-fn add_list(into: &mut ResourceList, other: &ResourceList) {
-    for (k, v) in other {
-        *into.entry(k.clone()).or_insert(0) += v;
-    }
-}
-
-fn max_list(into: &mut ResourceList, other: &ResourceList) {
-    for (k, v) in other {
-        let e = into.entry(k.clone()).or_insert(*v);
-        if *v > *e {
-            *e = *v;
-        }
-    }
-}
-
-/// `Quantity.Value()` of a milli-unit amount: whole units, rounded up.
-pub fn milli_to_value(m: i128) -> i64 {
-    let v = if m >= 0 { (m + 999) / 1000 } else { m / 1000 };
-    v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
-}
 
 fn milli_to_i64(m: i128) -> i64 {
     m.clamp(i64::MIN as i128, i64::MAX as i128) as i64
@@ -212,115 +169,9 @@ pub fn node_allocatable(node: &Node) -> Resource {
     ))
 }
 
-fn is_sidecar(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
-}
-
-fn is_supported_pod_level_resource(name: &str) -> bool {
-    name == CPU || name == MEMORY || name.starts_with("hugepages-")
-}
-
-/// `resource.IsPodLevelRequestsSet`: the pod sets `spec.resources.requests` for cpu, memory or
-/// hugepages.
-pub fn is_pod_level_requests_set(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.resources.as_ref())
-        .and_then(|r| r.requests.as_ref())
-        .is_some_and(|r| r.keys().any(|k| is_supported_pod_level_resource(k)))
-}
-
-/// Options of [`pod_requests`] (`resource.PodResourcesOptions`, the parts the scheduler uses).
-#[derive(Debug, Clone, Default)]
-pub struct RequestOptions {
-    /// Use the larger of spec, actuated (`status.containerStatuses[].resources`) and allocated
-    /// requests, for pods already running (in-place resize).
-    pub use_status_resources: bool,
-    /// Added to each container's requests for every resource the container does not list (the
-    /// scheduler's "non-zero" requests used for spreading).
-    pub non_missing: ResourceList,
-}
-
-/// What a pod requests: the sum over regular containers and sidecars, or the largest init-container
-/// step if that is bigger (an init container runs beside the sidecars started before it), replaced
-/// by pod-level requests where set, plus the pod overhead (`resource.PodRequests`).
-pub fn pod_requests(pod: &Pod, opts: &RequestOptions) -> ResourceList {
-    let Some(spec) = pod.spec.as_ref() else {
-        return ResourceList::new();
-    };
-    let status = pod.status.as_ref();
-    let infeasible = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodResizePending"))
-        .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"));
-    let find_status = |name: &str, init: bool| {
-        let list = if init {
-            status.and_then(|s| s.init_container_statuses.as_ref())
-        } else {
-            status.and_then(|s| s.container_statuses.as_ref())
-        };
-        list.and_then(|l| l.iter().find(|cs| cs.name == name))
-    };
-    let container_reqs = |c: &Container, init: bool| -> ResourceList {
-        let mut reqs = parse_list(c.resources.as_ref().and_then(|r| r.requests.as_ref()));
-        if opts.use_status_resources && (!init || is_sidecar(c)) {
-            if let Some(cs) = find_status(&c.name, init) {
-                if let Some(res) = cs.resources.as_ref() {
-                    let actuated = parse_list(res.requests.as_ref());
-                    let allocated = parse_list(cs.allocated_resources.as_ref());
-                    let mut eff = if infeasible {
-                        ResourceList::new()
-                    } else {
-                        reqs.clone()
-                    };
-                    max_list(&mut eff, &actuated);
-                    max_list(&mut eff, &allocated);
-                    reqs = eff;
-                }
-            }
-        }
-        for (k, v) in &opts.non_missing {
-            reqs.entry(k.clone()).or_insert(*v);
-        }
-        reqs
-    };
-
-    let mut reqs = ResourceList::new();
-    for c in &spec.containers {
-        add_list(&mut reqs, &container_reqs(c, false));
-    }
-    let mut restartable = ResourceList::new();
-    let mut init_max = ResourceList::new();
-    for c in spec.init_containers.iter().flatten() {
-        let creqs = container_reqs(c, true);
-        let step = if is_sidecar(c) {
-            add_list(&mut reqs, &creqs);
-            add_list(&mut restartable, &creqs);
-            restartable.clone()
-        } else {
-            let mut tmp = creqs;
-            add_list(&mut tmp, &restartable);
-            tmp
-        };
-        max_list(&mut init_max, &step);
-    }
-    max_list(&mut reqs, &init_max);
-
-    if is_pod_level_requests_set(pod) {
-        let pod_level = parse_list(spec.resources.as_ref().and_then(|r| r.requests.as_ref()));
-        for (k, v) in pod_level {
-            if is_supported_pod_level_resource(&k) {
-                reqs.insert(k, v);
-            }
-        }
-    }
-    add_list(&mut reqs, &parse_list(spec.overhead.as_ref()));
-    reqs
-}
-
 /// The fit filter's view of a pod's request (`noderesources.computePodResourceRequest`).
 pub fn fit_request(pod: &Pod) -> Resource {
-    Resource::request_from_list(&pod_requests(pod, &RequestOptions::default()))
+    Resource::request_from_list(&pod_requests(pod, &PodResourcesOptions::default()))
 }
 
 /// What a pod on a node adds to the node's accounting (`PodInfo.CalculateResource`): its
@@ -342,7 +193,7 @@ fn default_non_missing() -> ResourceList {
 
 /// `PodInfo.CalculateResource` for a pod that is (or is assumed to be) on a node.
 pub fn pod_resource(pod: &Pod) -> PodResource {
-    let opts = RequestOptions {
+    let opts = PodResourcesOptions {
         use_status_resources: true,
         ..Default::default()
     };
@@ -361,9 +212,10 @@ pub fn pod_resource(pod: &Pod) -> PodResource {
     } else {
         pod_requests(
             pod,
-            &RequestOptions {
+            &PodResourcesOptions {
                 use_status_resources: true,
-                non_missing,
+                non_missing_container_requests: non_missing,
+                ..Default::default()
             },
         )
     };
@@ -378,13 +230,14 @@ pub fn pod_resource(pod: &Pod) -> PodResource {
 /// calculatePodResourceRequest`): with the 100 m / 200 MiB defaults (`non_zero`, least-allocated)
 /// or without (balanced allocation). Returns `(millicores, bytes)`.
 pub fn score_request(pod: &Pod, non_zero: bool) -> (i64, i64) {
-    let opts = RequestOptions {
+    let opts = PodResourcesOptions {
         use_status_resources: true,
-        non_missing: if non_zero {
+        non_missing_container_requests: if non_zero {
             default_non_missing()
         } else {
             ResourceList::new()
         },
+        ..Default::default()
     };
     let r = pod_requests(pod, &opts);
     (

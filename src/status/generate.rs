@@ -507,7 +507,7 @@ pub fn generate_pod_status(pod: &Pod, inp: &StatusInputs) -> PodStatus {
         qos_class: old
             .qos_class
             .clone()
-            .or_else(|| Some(crate::pod::spec::qos_class(pod).to_string())),
+            .or_else(|| Some(crate::resource::qos_class(pod).to_string())),
         container_statuses: Some(statuses),
         init_container_statuses: has_init.then_some(init_statuses),
         reason: old.reason.clone(),

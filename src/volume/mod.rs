@@ -188,10 +188,12 @@ pub async fn setup(
         .flatten()
     {
         if let Some(hp) = &v.host_path {
-            out.insert(
-                v.name.clone(),
-                check_host_path(&hp.path, hp.type_.as_deref())?,
-            );
+            let (path, type_) = (hp.path.clone(), hp.type_.clone());
+            let checked = blocking("check hostPath", Path::new(&hp.path), move || {
+                check_host_path(&path, type_.as_deref())
+            })
+            .await?;
+            out.insert(v.name.clone(), checked);
             continue;
         }
         let plugin = plugin_dir(v).ok_or_else(|| VolumeError::Unsupported {
@@ -217,14 +219,19 @@ pub async fn setup(
         let mut payload = Payload::new();
         if v.empty_dir.is_some() {
             if !existed {
-                // world-writable, as the Go kubelet's emptyDir (`setupDir`, perm 0777)
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
-                    .map_err(io_err("chmod emptyDir", &dir))?;
-            }
-            // once, when made: the pod's own files are the pod's business afterwards
-            if let (Some(gid), false) = (fs_group, existed) {
-                set_volume_ownership(&dir, gid, false)?;
+                let d = dir.clone();
+                blocking("set up emptyDir", &dir, move || {
+                    // world-writable, as the Go kubelet's emptyDir (`setupDir`, perm 0777)
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777))
+                        .map_err(io_err("chmod emptyDir", &d))?;
+                    // once, when made: the pod's own files are the pod's business afterwards
+                    match fs_group {
+                        Some(gid) => set_volume_ownership(&d, gid, false),
+                        None => Ok(()),
+                    }
+                })
+                .await?;
             }
             out.insert(v.name.clone(), dir);
             continue;
@@ -279,20 +286,35 @@ pub async fn setup(
             }
         }
         let d = dir.clone();
-        tokio::task::spawn_blocking(move || writer::write(&d, &payload))
-            .await
-            .map_err(|e| VolumeError::Io {
-                op: "write volume",
-                path: dir.display().to_string(),
-                source: std::io::Error::other(e),
-            })??;
-        if let Some(gid) = fs_group {
-            // configMap, secret, downwardAPI and projected volumes are read-only to the pod
-            set_volume_ownership(&dir, gid, true)?;
-        }
+        blocking("write volume", &dir, move || {
+            writer::write(&d, &payload)?;
+            match fs_group {
+                // configMap, secret, downwardAPI and projected volumes are read-only to the pod
+                Some(gid) => set_volume_ownership(&d, gid, true),
+                None => Ok(()),
+            }
+        })
+        .await?;
         out.insert(v.name.clone(), dir);
     }
     Ok(out)
+}
+
+/// Runs blocking file work `f` (stat, chmod, chown walks, the atomic writer) on tokio's
+/// blocking pool, off the runtime threads; `what` and `path` name it if the task is lost.
+async fn blocking<T: Send + 'static>(
+    what: &'static str,
+    path: &Path,
+    f: impl FnOnce() -> Result<T, VolumeError> + Send + 'static,
+) -> Result<T, VolumeError> {
+    let p = path.display().to_string();
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| VolumeError::Io {
+            op: what,
+            path: p,
+            source: std::io::Error::other(e),
+        })?
 }
 
 /// Gives the volume's files to group `gid` as the Go kubelet does for `fsGroup`

@@ -505,42 +505,11 @@ impl CgroupManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
+    use k8s_openapi::api::core::v1::ResourceRequirements;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use std::collections::BTreeMap;
 
-    fn ctr(name: &str, req: &[(&str, &str)], lim: &[(&str, &str)]) -> Container {
-        let m = |v: &[(&str, &str)]| {
-            (!v.is_empty()).then(|| {
-                v.iter()
-                    .map(|(k, q)| (k.to_string(), Quantity(q.to_string())))
-                    .collect::<BTreeMap<_, _>>()
-            })
-        };
-        Container {
-            name: name.into(),
-            resources: Some(ResourceRequirements {
-                requests: m(req),
-                limits: m(lim),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn pod(cs: Vec<Container>) -> Pod {
-        Pod {
-            metadata: kube::api::ObjectMeta {
-                uid: Some("u1".into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                containers: cs,
-                ..Default::default()
-            }),
-            status: None,
-        }
-    }
+    use crate::resource::qos::tests::{ctr, pod};
 
     #[test]
     fn shares_and_quota_convert_like_the_go_kubelet() {

@@ -120,12 +120,13 @@ pub fn oom_score_adj(pod: &Pod, c: &Container, memory_capacity_bytes: i64) -> i6
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
     use std::collections::BTreeMap;
 
-    fn ctr(name: &str, req: &[(&str, &str)], lim: &[(&str, &str)]) -> Container {
+    /// A container with these requests and limits (test helper, also used by cm's tests).
+    pub(crate) fn ctr(name: &str, req: &[(&str, &str)], lim: &[(&str, &str)]) -> Container {
         let m = |v: &[(&str, &str)]| {
             (!v.is_empty()).then(|| {
                 v.iter()
@@ -144,7 +145,8 @@ mod tests {
         }
     }
 
-    fn pod(cs: Vec<Container>) -> Pod {
+    /// A pod with these containers (test helper, also used by cm's tests).
+    pub(crate) fn pod(cs: Vec<Container>) -> Pod {
         Pod {
             metadata: kube::api::ObjectMeta {
                 uid: Some("u1".into()),

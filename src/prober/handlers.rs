@@ -149,6 +149,15 @@ impl rustls::client::danger::ServerCertVerifier for SkipVerify {
     }
 }
 
+/// `host:port`, with an IPv6 host in brackets, as Go's `net.JoinHostPort`.
+fn host_port(host: &str, port: i32) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// Sends `req` over one HTTP/1.1 connection to `host:port`, through TLS when `https`.
 async fn send_once(
     host: &str,
@@ -156,11 +165,7 @@ async fn send_once(
     https: bool,
     req: hyper::Request<Empty<Bytes>>,
 ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
-    let addr = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
+    let addr = host_port(host, port);
     let tcp = tokio::net::TcpStream::connect(&addr)
         .await
         .map_err(|e| match e.kind() {
@@ -224,13 +229,9 @@ pub async fn http_get(
     } else {
         format!("/{path}")
     };
-    let host_port = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
+    let authority = host_port(&host, port);
     let scheme = if https { "https" } else { "http" };
-    let uri: hyper::Uri = match format!("{scheme}://{host_port}{path}").parse() {
+    let uri: hyper::Uri = match format!("{scheme}://{authority}{path}").parse() {
         Ok(u) => u,
         Err(e) => return (false, format!("invalid probe URL: {e}")),
     };
@@ -245,7 +246,7 @@ pub async fn http_get(
     };
     let ua = user_agent();
     for (name, value) in [
-        ("Host", host_port.as_str()),
+        ("Host", authority.as_str()),
         ("User-Agent", ua.as_str()),
         ("Accept", "*/*"),
     ] {
@@ -290,11 +291,7 @@ fn root_cause(e: &dyn std::error::Error) -> String {
 
 /// tcpSocket handler: success when a TCP connection opens within the timeout.
 pub async fn tcp(host: &str, port: i32, timeout: Duration) -> (bool, String) {
-    let addr = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
+    let addr = host_port(host, port);
     match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(&addr)).await {
         Ok(Ok(_)) => (true, String::new()),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => (

@@ -236,6 +236,7 @@ async fn termination_message(
     if msg.is_empty()
         && policy == "FallbackToLogsOnError"
         && st.exit_code != 0
+        && st.reason != "ContainerCannotRun"
         && !st.log_path.is_empty()
     {
         msg = tail_log(&st.log_path).await;
@@ -250,17 +251,25 @@ async fn termination_message(
     out
 }
 
-/// The last lines of a CRI log file, content only (partial lines joined), bounded as the Go
-/// kubelet bounds the fallback termination message.
+/// The fallback termination message read from a CRI log file (k/k `readLastStringFromContainerLogs`).
 async fn tail_log(path: &str) -> String {
     let Ok(data) = tokio::fs::read(path).await else {
         return String::new();
     };
     let start = data.len().saturating_sub(64 * 1024);
-    let text = String::from_utf8_lossy(&data[start..]);
-    let mut lines: Vec<String> = vec![];
-    let mut partial = String::new();
-    for l in text.lines() {
+    fallback_termination_message(&data[start..])
+}
+
+/// The tail of a CRI log as the Go kubelet builds the `FallbackToLogsOnError` message: the last
+/// [`MAX_TERMINATION_MESSAGE_LOG_LINES`] records, each record's content followed by a newline
+/// unless it is a partial (`P`) record, kept to the last [`MAX_TERMINATION_MESSAGE_LOG_BYTES`]
+/// bytes (Go reads `TailLines: 80` into a 2048-byte ring buffer). `echo -n DONE` gives `DONE`.
+pub fn fallback_termination_message(data: &[u8]) -> String {
+    let text = String::from_utf8_lossy(data);
+    let records: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    let keep = &records[records.len().saturating_sub(MAX_TERMINATION_MESSAGE_LOG_LINES)..];
+    let mut s = String::new();
+    for l in keep {
         let mut parts = l.splitn(4, ' ');
         let (_ts, _stream, tag, content) = (
             parts.next(),
@@ -268,20 +277,10 @@ async fn tail_log(path: &str) -> String {
             parts.next(),
             parts.next().unwrap_or(""),
         );
-        partial.push_str(content);
+        s.push_str(content);
         if tag != Some("P") {
-            lines.push(std::mem::take(&mut partial));
+            s.push('\n');
         }
-    }
-    if !partial.is_empty() {
-        lines.push(partial);
-    }
-    let keep = &lines[lines
-        .len()
-        .saturating_sub(MAX_TERMINATION_MESSAGE_LOG_LINES)..];
-    let mut s = keep.join("\n");
-    if !keep.is_empty() {
-        s.push('\n');
     }
     if s.len() > MAX_TERMINATION_MESSAGE_LOG_BYTES {
         let mut cut = s.len() - MAX_TERMINATION_MESSAGE_LOG_BYTES;
@@ -291,4 +290,45 @@ async fn tail_log(path: &str) -> String {
         s = s[cut..].to_string();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fallback_message_follows_the_cri_record_tags() {
+        let ts = "2026-12-01T00:00:00.000000000Z";
+        let cases: &[(&str, String, &str)] = &[
+            ("echo -n: one partial record", format!("{ts} stdout P DONE\n"), "DONE"),
+            ("full record keeps its newline", format!("{ts} stdout F DONE\n"), "DONE\n"),
+            (
+                "partial then full join",
+                format!("{ts} stdout P ab\n{ts} stdout F cd\n"),
+                "abcd\n",
+            ),
+            (
+                "streams interleave in file order",
+                format!("{ts} stdout F out\n{ts} stderr F err\n"),
+                "out\nerr\n",
+            ),
+            ("empty log", String::new(), ""),
+        ];
+        for (name, log, want) in cases {
+            assert_eq!(fallback_termination_message(log.as_bytes()), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn fallback_message_keeps_the_last_80_records_and_2048_bytes() {
+        let ts = "2026-12-01T00:00:00.000000000Z";
+        let log: String = (0..100).map(|i| format!("{ts} stdout F {i}\n")).collect();
+        let m = fallback_termination_message(log.as_bytes());
+        assert!(m.starts_with("20\n21\n"), "{m}");
+        assert!(m.ends_with("99\n"));
+        let long = format!("{ts} stdout F {}\n", "x".repeat(3000));
+        let m = fallback_termination_message(long.as_bytes());
+        assert_eq!(m.len(), MAX_TERMINATION_MESSAGE_LOG_BYTES);
+        assert!(m.ends_with("x\n"));
+    }
 }

@@ -235,12 +235,14 @@ impl Kubelet {
             lease_duration_seconds: kubelet.node_lease_duration_seconds,
             eviction_thresholds: eviction_thresholds.clone(),
         };
+        let (node_tx, node_rx) = tokio::sync::watch::channel(None);
         let registered = if standalone {
             None
         } else {
             let agent = Arc::new(
                 NodeAgent::new(client.clone(), cri.clone(), node_cfg, recorder.clone())
-                    .with_pressure(pressure.clone()),
+                    .with_pressure(pressure.clone())
+                    .with_node_publisher(node_tx),
             );
             let node = agent.register(&cancel).await.step("registering the node")?;
             Some((agent, node))
@@ -344,6 +346,7 @@ impl Kubelet {
             pressure: Some(pressure.clone()),
             clock: Arc::new(crate::time::SystemClock),
             tasks: tasks.clone(),
+            node: node_rx,
         });
         {
             // the status manager's writer task (k/k status_manager.go Start)

@@ -121,6 +121,15 @@ fn fake_runtime() -> FakeRuntime {
     FakeRuntime::with_clock(Arc::new(TokioClock::new()))
 }
 
+/// The Node the workers admit pods against: 2 cores, 4 GiB, 110 pods, no taints.
+fn node_object() -> k8s_openapi::api::core::v1::Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": NODE, "labels": {"kubernetes.io/os": "linux", "kubernetes.io/hostname": NODE}},
+        "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110", "ephemeral-storage": "10Gi"}},
+    }))
+    .unwrap()
+}
+
 /// A running set of pod workers over the fake runtime and the in-memory API server.
 struct Harness {
     runtime: FakeRuntime,
@@ -174,6 +183,7 @@ impl Harness {
             pressure: None,
             clock: runtime.clock(),
             tasks: deckhand::tasks::Tasks::new(),
+            node: tokio::sync::watch::channel(Some(Arc::new(node_object()))).1,
         });
         let (pods, pods_rx) = mpsc::channel(16);
         let (pleg, pleg_rx) = mpsc::channel(16);
@@ -859,5 +869,108 @@ async fn a_failing_liveness_probe_restarts_the_container() {
         },
     )
     .await;
+    h.stop().await;
+}
+
+/// Kubelet admission (k/k `lifecycle/predicate.go`): a pod asking for a host port an admitted
+/// pod holds is refused, Failed with reason `NodePorts`, never started; a pod whose requests do
+/// not fit is refused with `OutOfcpu`; a pod that fits next to them runs.
+#[tokio::test(start_paused = true)]
+async fn pods_that_do_not_fit_the_node_are_rejected_at_admission() {
+    let h = Harness::start(fake_runtime()).await;
+    let port = json!({"containers": [{"name": "main", "image": "busybox:1.36",
+        "command": ["sleep", "3600"], "ports": [{"containerPort": 80, "hostPort": 8080}]}]});
+    let first = pod("first", "Always", port.clone());
+    h.apply(&first).await;
+    eventually(Duration::from_secs(10), "the first pod runs", || {
+        (h.phase("first").as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    let second = pod("second", "Always", port);
+    h.apply(&second).await;
+    let st = eventually(Duration::from_secs(10), "the second pod fails", || {
+        let r = h.api.lock().unwrap();
+        let st = r.statuses.get("second")?.clone();
+        (st["phase"] == "Failed").then_some(st)
+    })
+    .await;
+    assert_eq!(st["reason"], "NodePorts");
+    assert_eq!(
+        st["message"],
+        "Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"
+    );
+    let big = pod(
+        "big",
+        "Always",
+        json!({"containers": [{"name": "main", "image": "busybox:1.36",
+            "resources": {"requests": {"cpu": "3"}}}]}),
+    );
+    h.apply(&big).await;
+    let st = eventually(Duration::from_secs(10), "the big pod fails", || {
+        let r = h.api.lock().unwrap();
+        let st = r.statuses.get("big")?.clone();
+        (st["phase"] == "Failed").then_some(st)
+    })
+    .await;
+    assert_eq!(st["reason"], "OutOfcpu");
+    assert!(h.events().iter().any(|e| e == "NodePorts"), "{:?}", h.events());
+    let third = pod("third", "Always", json!({}));
+    h.apply(&third).await;
+    eventually(Duration::from_secs(10), "a pod that fits runs", || {
+        (h.phase("third").as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    assert_eq!(h.runtime.count("RunPodSandbox"), 2, "{:?}", h.runtime.calls());
+    h.stop().await;
+}
+
+/// `activeDeadlineSeconds` (k/k `active_deadline.go`): a running pod is stopped once it has
+/// been active that long, Failed with reason `DeadlineExceeded`, its container killed; the field
+/// set later on a running pod (an update) counts from the same start time.
+#[tokio::test(start_paused = true)]
+async fn a_pod_past_its_active_deadline_is_stopped_and_failed() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("deadline", "Always", json!({"activeDeadlineSeconds": 5}));
+    h.apply(&p).await;
+    eventually(Duration::from_secs(10), "the pod runs", || {
+        (h.phase("deadline").as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    let started = Instant::now();
+    let st = eventually(Duration::from_secs(20), "the pod fails", || {
+        let r = h.api.lock().unwrap();
+        let st = r.statuses.get("deadline")?.clone();
+        (st["phase"] == "Failed").then_some(st)
+    })
+    .await;
+    assert!(started.elapsed() <= Duration::from_secs(6), "{:?}", started.elapsed());
+    assert_eq!(st["reason"], "DeadlineExceeded");
+    assert_eq!(
+        st["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+    assert!(h.runtime.running("main").is_none(), "the container was killed");
+    assert!(h.events().iter().any(|e| e == "DeadlineExceeded"), "{:?}", h.events());
+
+    // set on a running pod through an update
+    let later = pod("later", "Always", json!({}));
+    h.apply(&later).await;
+    eventually(Duration::from_secs(10), "the second pod runs", || {
+        (h.phase("later").as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.phase("later").as_deref(), Some("Running"));
+    let mut updated = pod("later", "Always", json!({"activeDeadlineSeconds": 2}));
+    updated.metadata.generation = Some(2);
+    h.pods.send(PodEvent::Apply(updated)).await.unwrap();
+    let st = eventually(Duration::from_secs(5), "the updated pod fails", || {
+        let r = h.api.lock().unwrap();
+        let st = r.statuses.get("later")?.clone();
+        (st["phase"] == "Failed").then_some(st)
+    })
+    .await;
+    assert_eq!(st["reason"], "DeadlineExceeded");
+    assert_eq!(st["observedGeneration"], 2, "{st}");
     h.stop().await;
 }

@@ -165,6 +165,7 @@ pub struct NodeAgent {
     cfg: NodeConfig,
     recorder: EventRecorder,
     pressure: Option<crate::eviction::PressureHandle>,
+    node_tx: Option<tokio::sync::watch::Sender<Option<std::sync::Arc<Node>>>>,
 }
 
 impl NodeAgent {
@@ -181,6 +182,23 @@ impl NodeAgent {
             cfg,
             recorder,
             pressure: None,
+            node_tx: None,
+        }
+    }
+
+    /// Publishes the Node object (as registered, then as each status round reads it, with the
+    /// status it computed) for the pod workers' admission.
+    pub fn with_node_publisher(
+        mut self,
+        tx: tokio::sync::watch::Sender<Option<std::sync::Arc<Node>>>,
+    ) -> Self {
+        self.node_tx = Some(tx);
+        self
+    }
+
+    fn publish(&self, node: &Node) {
+        if let Some(tx) = &self.node_tx {
+            tx.send_replace(Some(std::sync::Arc::new(node.clone())));
         }
     }
 
@@ -233,7 +251,10 @@ impl NodeAgent {
         let mut delay = Duration::from_millis(100);
         loop {
             match self.try_register(&api).await {
-                Ok(n) => return Ok(n),
+                Ok(n) => {
+                    self.publish(&n);
+                    return Ok(n);
+                }
                 Err(e) => {
                     tracing::warn!(node = %self.cfg.name, error = %e, "unable to register node with API server");
                     tokio::select! {
@@ -338,6 +359,9 @@ impl NodeAgent {
                 // transition times follow the API copy's conditions (Unknown → True is one)
                 let previous = api_status.as_ref().or(last_written.as_ref());
                 let new = self.compute_status(&host, previous).await;
+                let mut seen = current.clone();
+                seen.status = Some(new.clone());
+                self.publish(&seen);
                 let due =
                     last_write.is_none_or(|t| t.elapsed() >= self.cfg.status_report_frequency);
                 let last = last_write.and(last_written.as_ref());

@@ -53,4 +53,8 @@ pub struct SyncContext {
     /// The kubelet's long-lived tasks: pod workers and their probe tasks are spawned here, so
     /// shutdown waits for them and names the ones that do not stop.
     pub tasks: crate::tasks::Tasks,
+    /// This node's Node object as the node status loop last read and wrote it (labels, taints,
+    /// allocatable), for the kubelet's own admission of new pods ([`super::admission`]); None
+    /// before registration and in standalone mode, where only the eviction manager admits.
+    pub node: tokio::sync::watch::Receiver<Option<Arc<k8s_openapi::api::core::v1::Node>>>,
 }

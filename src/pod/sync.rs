@@ -419,12 +419,13 @@ impl PodWorker {
         Some(status)
     }
 
-    /// Stops a pod the eviction manager evicts: kill its containers with the eviction's grace
+    /// Stops a pod the kubelet itself decided to stop (the eviction manager evicts it, it was
+    /// refused at admission, it passed its active deadline): kill its containers with the eviction's grace
     /// period, tear down its volumes (so an emptyDir's space comes back at once), and report
     /// `Failed` with the eviction's reason, message and `DisruptionTarget` condition. The
     /// pod object stays until it is deleted (k/k `killPodNow` with a status function).
     pub(super) async fn evict(&mut self, pod: &Pod, ev: Arc<crate::eviction::TerminalStatus>) {
-        tracing::info!(message = %ev.message, "evicting pod");
+        tracing::info!(reason = %ev.reason, message = %ev.message, "stopping the pod on the kubelet's decision");
         self.terminal_override = Some(ev.clone());
         match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
             Ok(rt) => self.kill_pod(pod, &rt, ev.grace_seconds).await,

@@ -125,10 +125,11 @@ impl PodWorkers {
             return;
         }
         self.states.set(&uid, worker_state(&pod, removed));
+        let evict = self.predicate_admission(&pod, removed);
         let (tx, rx) = watch::channel(PodUpdate {
             pod: pod.clone(),
             removed,
-            evict: None,
+            evict,
         });
         let notify = Arc::new(Notify::new());
         let (probe_tx, probe_rx) = mpsc::channel(64);
@@ -165,6 +166,42 @@ impl PodWorkers {
             .instrument(span),
         );
         self.workers.insert(uid, WorkerHandle { tx, notify });
+    }
+
+    /// The kubelet's admission of a pod it sees for the first time ([`super::admission`], k/k
+    /// `HandlePodAdditions` → `canAdmitPod`): decided here, one pod at a time in arrival order,
+    /// against the pods already admitted, so two pods asking for the same host port cannot both
+    /// be admitted. Pods already running or finished, and pods being deleted, are not judged
+    /// again. A refused pod gets a Warning event with the reason and message, and its worker
+    /// reports phase `Failed` with `Pod was rejected: <message>` and never starts it.
+    fn predicate_admission(
+        &self,
+        pod: &Pod,
+        removed: bool,
+    ) -> Option<Arc<crate::eviction::TerminalStatus>> {
+        if removed || pod.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded" | "Failed" | "Running")) {
+            return None;
+        }
+        let node = self.ctx.node.borrow().clone()?;
+        let others = self.active_pods();
+        let r = super::admission::admit(pod, &node, &others).err()?;
+        span_for(pod).in_scope(|| {
+            tracing::warn!(reason = %r.reason, message = %r.message, "pod rejected at admission")
+        });
+        self.ctx
+            .recorder
+            .pod(pod, None, true, &r.reason, r.message.clone());
+        Some(Arc::new(crate::eviction::TerminalStatus {
+            reason: r.reason,
+            message: format!("Pod was rejected: {}", r.message),
+            condition: None,
+            grace_seconds: 0,
+            rejected: true,
+        }))
     }
 
     /// The pods the eviction manager may evict: not removed, not being deleted, not already
@@ -350,6 +387,59 @@ fn deleting(u: &PodUpdate) -> bool {
 }
 
 impl PodWorker {
+    /// The pod with the start time this kubelet reported for it (the API copy may not show it
+    /// yet), as the Go active deadline handler reads it from the status manager.
+    fn with_reported_start_time(&self, pod: &Pod) -> Pod {
+        let mut p = pod.clone();
+        if let Some(t) = self
+            .ctx
+            .status
+            .last_written(super::uid(pod))
+            .and_then(|s| s.start_time)
+        {
+            p.status.get_or_insert_with(Default::default).start_time = Some(t);
+        }
+        p
+    }
+
+    /// The stop of a pod past its `activeDeadlineSeconds` ([`super::active_deadline`]): a Normal
+    /// `DeadlineExceeded` event, and the status that kills it with its grace period.
+    fn active_deadline_exceeded(
+        &self,
+        pod: &Pod,
+    ) -> Option<Arc<crate::eviction::TerminalStatus>> {
+        let p = self.with_reported_start_time(pod);
+        if !super::active_deadline::exceeded(&p, self.ctx.clock.now()) {
+            return None;
+        }
+        tracing::info!("pod is past its active deadline; stopping it");
+        self.ctx.recorder.pod(
+            pod,
+            None,
+            false,
+            super::active_deadline::REASON,
+            super::active_deadline::MESSAGE.into(),
+        );
+        Some(Arc::new(crate::eviction::TerminalStatus {
+            reason: super::active_deadline::REASON.into(),
+            message: super::active_deadline::MESSAGE.into(),
+            condition: None,
+            grace_seconds: super::grace::requested_grace_seconds(pod),
+            rejected: false,
+        }))
+    }
+
+    /// When the worker must wake for the pod's active deadline (far in the future without one).
+    fn active_deadline_wake(&self, pod: &Pod) -> Instant {
+        let far = Instant::now() + Duration::from_secs(24 * 3600);
+        let Some(at) = super::active_deadline::deadline(&self.with_reported_start_time(pod))
+        else {
+            return far;
+        };
+        let d = at.as_nanosecond() - self.ctx.clock.now().as_nanosecond();
+        Instant::now() + Duration::from_nanos(d.max(0) as u64)
+    }
+
     /// Waits, in a state where nothing runs again (finished, evicted, rejected), for the next
     /// pod update; every [`RESYNC_PERIOD`] the terminal status is handed to the status manager
     /// again in case a write failed (it skips unchanged ones). False when the worker must stop.
@@ -398,6 +488,12 @@ impl PodWorker {
                 }
                 continue;
             }
+            if !self.finished && !phase_is_terminal(&update.pod) {
+                if let Some(stop) = self.active_deadline_exceeded(&update.pod) {
+                    self.evict(&update.pod, stop).await;
+                    continue;
+                }
+            }
             if self.finished || phase_is_terminal(&update.pod) {
                 if !self.finished {
                     // The API copy says the pod finished (e.g. before deckhand restarted):
@@ -438,7 +534,8 @@ impl PodWorker {
             .or(next_wake.filter(|w| *w > Instant::now()));
             let wake = next_wake
                 .unwrap_or_else(|| Instant::now() + RESYNC_PERIOD)
-                .min(Instant::now() + RESYNC_PERIOD);
+                .min(Instant::now() + RESYNC_PERIOD)
+                .min(self.active_deadline_wake(&self.rx.borrow().pod.clone()));
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 r = self.rx.changed() => { if r.is_err() { return; } }

@@ -152,6 +152,24 @@ pub fn carry_over(old: &PodStatus, new: &mut PodStatus) {
     }
 }
 
+/// Reflects the pod's `metadata.generation` in the status the kubelet writes (k/k
+/// `PodObservedGenerationTracking`, on since 1.34): `status.observedGeneration` (never lower
+/// than what `old` already reported) and `observedGeneration` on each condition the kubelet owns
+/// (PodReadyToStartContainers, Initialized, Ready, ContainersReady, PodScheduled). A pod without
+/// a generation (a static pod read from a file) is left as it is.
+pub fn observe_generation(pod: &Pod, old: Option<&PodStatus>, new: &mut PodStatus) {
+    let Some(generation) = pod.metadata.generation.filter(|g| *g > 0) else {
+        return;
+    };
+    let previous = old.and_then(|o| o.observed_generation).unwrap_or(0);
+    new.observed_generation = Some(generation.max(previous));
+    for c in new.conditions.iter_mut().flatten() {
+        if crate::status::generate::KUBELET_CONDITIONS.contains(&c.type_.as_str()) {
+            c.observed_generation = Some(generation);
+        }
+    }
+}
+
 /// A JSON merge patch (RFC 7386) that turns `old` into `new`: changed keys are set, removed keys
 /// are set to null, arrays are replaced whole. `None` when nothing differs.
 pub fn merge_patch_diff(old: &Value, new: &Value) -> Option<Value> {
@@ -254,9 +272,10 @@ impl StatusManager {
             })
             .or_else(|| pod.status.clone());
         let mut status = status.clone();
-        if let Some(old) = known {
-            carry_over(&old, &mut status);
+        if let Some(old) = &known {
+            carry_over(old, &mut status);
         }
+        observe_generation(pod, known.as_ref(), &mut status);
         status
     }
 
@@ -489,6 +508,38 @@ mod tests {
         p.metadata.name = Some(format!("p-{uid}"));
         p.metadata.namespace = Some("ns".into());
         p
+    }
+
+    #[test]
+    fn observed_generation_follows_the_pod_and_never_goes_back() {
+        let cond = |t: &str| k8s_openapi::api::core::v1::PodCondition {
+            type_: t.into(),
+            status: "True".into(),
+            ..Default::default()
+        };
+        let cases: &[(&str, Option<i64>, Option<i64>, Option<i64>)] = &[
+            ("first status", Some(2), None, Some(2)),
+            ("spec updated", Some(3), Some(2), Some(3)),
+            ("older generation seen", Some(2), Some(3), Some(3)),
+            ("static pod: no generation", None, None, None),
+        ];
+        for (name, generation, old, want) in cases {
+            let mut p = pod("u");
+            p.metadata.generation = *generation;
+            let old = old.map(|g| PodStatus {
+                observed_generation: Some(g),
+                ..Default::default()
+            });
+            let mut new = PodStatus {
+                conditions: Some(vec![cond("Ready"), cond("example.com/gate")]),
+                ..Default::default()
+            };
+            observe_generation(&p, old.as_ref(), &mut new);
+            assert_eq!(new.observed_generation, *want, "{name}");
+            let cs = new.conditions.unwrap();
+            assert_eq!(cs[0].observed_generation, *generation, "{name}: Ready");
+            assert_eq!(cs[1].observed_generation, None, "{name}: not the kubelet's");
+        }
     }
 
     fn status(phase: &str) -> PodStatus {

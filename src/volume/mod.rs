@@ -82,6 +82,14 @@ pub enum VolumeError {
         /// Volume name.
         name: String,
     },
+    /// An `image` volume (an OCI image mounted read-only, KEP-4639): deckhand mounts none
+    /// itself, and the CRI image mount it would ask for needs a runtime with image volume
+    /// support (containerd 2.1 or later), which the runtimes deckhand runs on today lack.
+    #[error("volume {name:?}: image volumes are not supported: they need a container runtime with CRI image volume support (containerd 2.1 or later)")]
+    ImageVolumeUnsupported {
+        /// Volume name.
+        name: String,
+    },
     /// A downwardAPI item's `resourceFieldRef` cannot be read (unknown container or resource,
     /// bad divisor).
     #[error("downwardAPI item {path:?}: {why}")]
@@ -195,6 +203,11 @@ pub async fn setup(
             .await?;
             out.insert(v.name.clone(), checked);
             continue;
+        }
+        if v.image.is_some() {
+            return Err(VolumeError::ImageVolumeUnsupported {
+                name: v.name.clone(),
+            });
         }
         let plugin = plugin_dir(v).ok_or_else(|| VolumeError::Unsupported {
             name: v.name.clone(),

@@ -227,6 +227,16 @@ impl Harness {
         r.statuses.get(name)?["phase"].as_str().map(String::from)
     }
 
+    /// Waits (up to `timeout`) until pod `name`'s API status has phase `phase`, and returns it.
+    async fn status_in_phase(&self, name: &str, phase: &str, timeout: Duration) -> Value {
+        eventually(timeout, &format!("pod {name} in phase {phase}"), || {
+            let r = self.api.lock().unwrap();
+            let st = r.statuses.get(name)?.clone();
+            (st["phase"] == phase).then_some(st)
+        })
+        .await
+    }
+
     /// The API status of container `container` of pod `name` (regular or init).
     fn container_status(&self, name: &str, container: &str) -> Option<Value> {
         let r = self.api.lock().unwrap();
@@ -888,12 +898,7 @@ async fn pods_that_do_not_fit_the_node_are_rejected_at_admission() {
     .await;
     let second = pod("second", "Always", port);
     h.apply(&second).await;
-    let st = eventually(Duration::from_secs(10), "the second pod fails", || {
-        let r = h.api.lock().unwrap();
-        let st = r.statuses.get("second")?.clone();
-        (st["phase"] == "Failed").then_some(st)
-    })
-    .await;
+    let st = h.status_in_phase("second", "Failed", Duration::from_secs(10)).await;
     assert_eq!(st["reason"], "NodePorts");
     assert_eq!(
         st["message"],
@@ -906,12 +911,7 @@ async fn pods_that_do_not_fit_the_node_are_rejected_at_admission() {
             "resources": {"requests": {"cpu": "3"}}}]}),
     );
     h.apply(&big).await;
-    let st = eventually(Duration::from_secs(10), "the big pod fails", || {
-        let r = h.api.lock().unwrap();
-        let st = r.statuses.get("big")?.clone();
-        (st["phase"] == "Failed").then_some(st)
-    })
-    .await;
+    let st = h.status_in_phase("big", "Failed", Duration::from_secs(10)).await;
     assert_eq!(st["reason"], "OutOfcpu");
     assert!(h.events().iter().any(|e| e == "NodePorts"), "{:?}", h.events());
     let third = pod("third", "Always", json!({}));
@@ -937,12 +937,7 @@ async fn a_pod_past_its_active_deadline_is_stopped_and_failed() {
     })
     .await;
     let started = Instant::now();
-    let st = eventually(Duration::from_secs(20), "the pod fails", || {
-        let r = h.api.lock().unwrap();
-        let st = r.statuses.get("deadline")?.clone();
-        (st["phase"] == "Failed").then_some(st)
-    })
-    .await;
+    let st = h.status_in_phase("deadline", "Failed", Duration::from_secs(20)).await;
     assert!(started.elapsed() <= Duration::from_secs(6), "{:?}", started.elapsed());
     assert_eq!(st["reason"], "DeadlineExceeded");
     assert_eq!(
@@ -964,12 +959,7 @@ async fn a_pod_past_its_active_deadline_is_stopped_and_failed() {
     let mut updated = pod("later", "Always", json!({"activeDeadlineSeconds": 2}));
     updated.metadata.generation = Some(2);
     h.pods.send(PodEvent::Apply(updated)).await.unwrap();
-    let st = eventually(Duration::from_secs(5), "the updated pod fails", || {
-        let r = h.api.lock().unwrap();
-        let st = r.statuses.get("later")?.clone();
-        (st["phase"] == "Failed").then_some(st)
-    })
-    .await;
+    let st = h.status_in_phase("later", "Failed", Duration::from_secs(5)).await;
     assert_eq!(st["reason"], "DeadlineExceeded");
     assert_eq!(st["observedGeneration"], 2, "{st}");
     h.stop().await;

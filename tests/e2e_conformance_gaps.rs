@@ -64,17 +64,8 @@ async fn a_pod_whose_host_port_is_taken_is_rejected_by_the_kubelet() {
         "a rejected pod gets no sandbox"
     );
     assert_eq!(status_column(&ns.name, "second"), "NodePorts");
-    let events = kubectl(&[
-        "-n",
-        &ns.name,
-        "get",
-        "events",
-        "--field-selector",
-        "involvedObject.name=second",
-        "-o",
-        "jsonpath={range .items[*]}{.type} {.reason}{\"\\n\"}{end}",
-    ]);
-    assert!(events.contains("Warning NodePorts"), "{events}");
+    let events = event_lines(&ns.name, "involvedObject.name=second");
+    assert!(events.contains("Warning NodePorts: Predicate NodePorts failed"), "{events}");
 
     api.delete("holder", &Default::default()).await.unwrap();
     poll(
@@ -220,16 +211,7 @@ async fn https_probes_skip_certificate_verification() {
         Duration::from_millis(500),
         "a readiness probe failure event on the pod probing a forbidden path",
         || {
-            let out = kubectl(&[
-                "-n",
-                &ns.name,
-                "get",
-                "events",
-                "--field-selector",
-                &format!("involvedObject.uid={uid_forbidden}"),
-                "-o",
-                "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}",
-            ]);
+            let out = event_lines(&ns.name, &format!("involvedObject.uid={uid_forbidden}"));
             out.contains("Unhealthy: Readiness probe failed: HTTP probe failed with statuscode: 40")
                 .then_some(out)
         },

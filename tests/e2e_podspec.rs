@@ -377,14 +377,7 @@ async fn volumes_that_try_to_escape_are_refused() {
     assert!(msg.contains("outside the volume"), "{msg}");
     // nothing was created outside the volume, on the host's /tmp
     assert!(!Path::new("/tmp").join(&marker).exists());
-    let events = kubectl(&[
-        "-n",
-        &ns.name,
-        "get",
-        "events",
-        "--field-selector",
-        "involvedObject.name=planter",
-    ]);
+    let events = event_lines(&ns.name, "involvedObject.name=planter");
     assert!(events.contains("outside the volume"), "{events}");
     ns.delete().await;
 }

@@ -207,6 +207,21 @@ pub fn deckhand_log_tail(needle: &str, n: usize) -> String {
 // namespaces
 // ---------------------------------------------------------------------------------------------
 
+/// The events in namespace `ns` of the object `field_selector` picks (e.g.
+/// `involvedObject.name=web`), one `<type> <reason>: <message>` line each.
+pub fn event_lines(ns: &str, field_selector: &str) -> String {
+    kubectl(&[
+        "-n",
+        ns,
+        "get",
+        "events",
+        "--field-selector",
+        field_selector,
+        "-o",
+        "jsonpath={range .items[*]}{.type} {.reason}: {.message}{\"\\n\"}{end}",
+    ])
+}
+
 /// A namespace of one test; deleted by [`TestNs::delete`] at the end of the test, or (without
 /// waiting) when dropped, e.g. after a failed assertion.
 pub struct TestNs {

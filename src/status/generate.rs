@@ -8,7 +8,9 @@ use crate::prober::ProbeView;
 use k8s_openapi::api::core::v1::{
     Container, ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
     ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+    ResourceRequirements, VolumeMountStatus,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::{BTreeMap, HashMap};
 
@@ -120,9 +122,13 @@ fn container_status(
         ready: false,
         started: Some(false),
         state: Some(waiting_state(default_reason, None)),
+        volume_mounts: volume_mount_statuses(c),
         ..Default::default()
     };
     if let Some(l) = latest {
+        let (resources, allocated) = status_resources(c);
+        st.resources = Some(resources);
+        st.allocated_resources = allocated;
         if !l.image.is_empty() {
             st.image = l.image.clone();
         }
@@ -176,6 +182,39 @@ fn container_status(
         }
     }
     st
+}
+
+/// `status.volumeMounts` of a container: its spec's mounts (the CRI does not know volume
+/// names), read-only ones with `recursiveReadOnly: Disabled`, since no runtime deckhand runs on
+/// reports recursive read-only support (k/k `convertToAPIContainerStatuses`,
+/// RecursiveReadOnlyMounts, GA).
+pub fn volume_mount_statuses(c: &Container) -> Option<Vec<VolumeMountStatus>> {
+    let mounts: Vec<VolumeMountStatus> = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| {
+            let ro = m.read_only == Some(true);
+            VolumeMountStatus {
+                name: m.name.clone(),
+                mount_path: m.mount_path.clone(),
+                read_only: ro.then_some(true),
+                recursive_read_only: ro.then(|| "Disabled".to_string()),
+                volume_status: None,
+            }
+        })
+        .collect();
+    (!mounts.is_empty()).then_some(mounts)
+}
+
+/// `resources` and `allocatedResources` of a container the runtime holds: the resources the
+/// kubelet allocated to it (its spec's, until in-place resize changes them) and their requests
+/// (k/k `convertContainerStatusResources`, InPlacePodVerticalScaling, GA: `resources: {}`
+/// for a container without any; `allocatedResources` left out without requests).
+pub fn status_resources(c: &Container) -> (ResourceRequirements, Option<BTreeMap<String, Quantity>>) {
+    let r = c.resources.clone().unwrap_or_default();
+    let allocated = r.requests.clone().filter(|m| !m.is_empty());
+    (r, allocated)
 }
 
 /// How `getPhase` counts one container.
@@ -523,6 +562,62 @@ mod tests {
     use crate::pod::runtime::SandboxStatus;
     use k8s_openapi::api::core::v1::PodSpec;
     use k8s_openapi::jiff::Timestamp;
+
+    #[test]
+    fn running_containers_report_resources_and_volume_mounts_like_the_go_kubelet() {
+        let mut p = pod("Always", &["main", "plain", "later"]);
+        let spec = p.spec.as_mut().unwrap();
+        spec.containers[0] = serde_json::from_value(serde_json::json!({
+            "name": "main", "image": "busybox",
+            "resources": {"requests": {"cpu": "20m", "memory": "35Mi"},
+                          "limits": {"cpu": "30m", "memory": "45Mi"}},
+            "volumeMounts": [{"name": "data", "mountPath": "/data"},
+                             {"name": "token", "mountPath": "/var/run/secrets/x", "readOnly": true}],
+        }))
+        .unwrap();
+        let r = rt(
+            vec![
+                rtc("main", ContainerState::Running, 0),
+                rtc("plain", ContainerState::Running, 0),
+            ],
+            true,
+        );
+        let st = gen(&p, &r, &BTreeMap::new(), false);
+        let cs = |n: &str| {
+            st.container_statuses
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|c| c.name == n)
+                .unwrap()
+                .clone()
+        };
+        let v = serde_json::to_value(cs("main")).unwrap();
+        assert_eq!(
+            v["resources"],
+            serde_json::json!({"requests": {"cpu": "20m", "memory": "35Mi"},
+                               "limits": {"cpu": "30m", "memory": "45Mi"}})
+        );
+        assert_eq!(
+            v["allocatedResources"],
+            serde_json::json!({"cpu": "20m", "memory": "35Mi"})
+        );
+        assert_eq!(
+            v["volumeMounts"],
+            serde_json::json!([{"name": "data", "mountPath": "/data"},
+                {"name": "token", "mountPath": "/var/run/secrets/x", "readOnly": true,
+                 "recursiveReadOnly": "Disabled"}])
+        );
+        let v = serde_json::to_value(cs("plain")).unwrap();
+        assert_eq!(v["resources"], serde_json::json!({}), "resources: {{}} without any");
+        assert!(v.get("allocatedResources").is_none());
+        assert!(v.get("volumeMounts").is_none());
+        let v = serde_json::to_value(cs("later")).unwrap();
+        assert!(
+            v.get("resources").is_none(),
+            "a container the runtime does not hold yet has none"
+        );
+    }
 
     fn pod(policy: &str, names: &[&str]) -> Pod {
         let mut p = Pod::default();

@@ -856,14 +856,15 @@ mod tests {
             );
             w
         };
-        // (case, policy, debugger instance, waiting, expected state, exit code if terminated)
-        let cases: Vec<(
-            &str,
-            &str,
+        // (case, policy, debugger instance, waiting, expected state[:reason or exit code])
+        type Case = (
+            &'static str,
+            &'static str,
             Option<RtContainer>,
             BTreeMap<String, Waiting>,
-            &str,
-        )> = vec![
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "not started yet",
                 "Always",

@@ -264,7 +264,8 @@ impl EventRecorder {
     }
 
     /// Records an event about a pod, or about one of its containers when `container` is given
-    /// (`fieldPath: spec.containers{<name>}` / `spec.initContainers{<name>}`).
+    /// (`fieldPath: spec.containers{<name>}` / `spec.initContainers{<name>}` /
+    /// `spec.ephemeralContainers{<name>}`).
     pub fn pod(
         &self,
         pod: &Pod,
@@ -310,6 +311,8 @@ pub fn pod_reference(pod: &Pod, container: Option<&str>) -> ObjectReference {
             .is_some_and(|ics| ics.iter().any(|ic| ic.name == c));
         if init {
             format!("spec.initContainers{{{c}}}")
+        } else if crate::pod::is_ephemeral(pod, c) {
+            format!("spec.ephemeralContainers{{{c}}}")
         } else {
             format!("spec.containers{{{c}}}")
         }
@@ -323,5 +326,33 @@ pub fn pod_reference(pod: &Pod, container: Option<&str>) -> ObjectReference {
         resource_version: pod.metadata.resource_version.clone(),
         field_path,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_events_name_the_spec_list_the_container_is_in() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "spec": {
+                "containers": [{"name": "main"}],
+                "initContainers": [{"name": "init"}],
+                "ephemeralContainers": [{"name": "debugger"}],
+            },
+        }))
+        .unwrap();
+        // (container, fieldPath) as k/k pkg/kubelet/container/ref.go fieldPath writes them
+        let cases = [
+            (Some("main"), Some("spec.containers{main}")),
+            (Some("init"), Some("spec.initContainers{init}")),
+            (Some("debugger"), Some("spec.ephemeralContainers{debugger}")),
+            (None, None),
+        ];
+        for (c, want) in cases {
+            assert_eq!(pod_reference(&pod, c).field_path.as_deref(), want, "{c:?}");
+        }
     }
 }

@@ -4,7 +4,7 @@
 
 use super::SyncContext;
 use crate::events::reason;
-use crate::pod::actions::{KillReason, Waiting, WaitingReason};
+use crate::pod::actions::{KillReason, PidTarget, Waiting, WaitingReason};
 use crate::pod::spec;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::Api;
@@ -144,6 +144,11 @@ async fn image_user(ctx: &SyncContext, image_ref: &str) -> spec::ImageUser {
 /// link and the postStart hook (its failure kills the container). `image_backoff` and
 /// `previous` (the container's last waiting state) feed the image pull step.
 ///
+/// `name` may be an ephemeral container (`kubectl debug`); `pid_target` is then where its PID
+/// namespace comes from (k/k `startContainer` with an `ephemeralContainerStartSpec`: a missing
+/// target is a `Failed` event and `CreateContainerConfigError`, after the image step, as in
+/// Go). Regular and init containers pass [`PidTarget::None`].
+///
 /// Errors: the container's waiting state (reason and message for its status).
 #[allow(clippy::too_many_arguments)]
 pub async fn start_container(
@@ -154,18 +159,27 @@ pub async fn start_container(
     target: &StartTarget<'_>,
     image_backoff: &mut crate::backoff::Backoff,
     previous: Option<&Waiting>,
+    pid_target: &PidTarget,
 ) -> Result<(), Waiting> {
-    let c = spec::find_container(pod, name).ok_or_else(|| {
+    let c = crate::pod::find_any_container(pod, name).ok_or_else(|| {
         Waiting::new(
             WaitingReason::CreateContainerConfigError,
             format!("container {name:?} is not in the pod spec"),
         )
     })?;
+    let c: &Container = &c;
     let span = tracing::info_span!("container", container = %name);
     async {
         let image_ref =
             super::image::ensure_image(ctx, pod, c, target.sandbox_config, image_backoff, previous)
                 .await?;
+        let pid_target_id = match pid_target {
+            PidTarget::None => None,
+            PidTarget::Container(id) => Some(id.clone()),
+            PidTarget::Missing(t) => {
+                return Err(config_error(ctx, pod, name, PidTarget::missing_message(t)));
+            }
+        };
         let image_user = image_user(ctx, &image_ref).await;
         let host_ip = ctx.node_ips.first().cloned().unwrap_or_default();
         let env_result = match env_sources(ctx, pod, c).await {
@@ -198,6 +212,7 @@ pub async fn start_container(
             env_sources,
             memory_capacity_bytes: ctx.memory_capacity_bytes,
             image_user,
+            pid_target_id,
         };
         let cfg = spec::container_config(pod, name, &inputs)
             .map_err(|e| config_error(ctx, pod, name, e.to_string()))?;
@@ -330,7 +345,8 @@ pub async fn kill_container(
         reason::KILLING,
         k.reason.message(name, k.restart),
     );
-    let container = spec::find_container(pod, name);
+    let container = crate::pod::find_any_container(pod, name);
+    let container = container.as_deref();
     let mut grace = container
         .and_then(|c| k.reason.probe_grace_seconds(c))
         .unwrap_or(grace);

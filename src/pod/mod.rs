@@ -18,7 +18,8 @@ pub mod states;
 mod sync;
 pub mod workers;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
+use std::borrow::Cow;
 
 /// A pod's identity as the Go kubelet prints it in messages: `<name>_<namespace>(<uid>)`
 /// (k/k `pkg/kubelet/util/format.Pod`).
@@ -64,4 +65,64 @@ pub fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
         .iter()
         .chain(spec.init_containers.iter().flatten())
         .find(|c| c.name == name)
+}
+
+/// Finds an ephemeral container of the pod by name (`spec.ephemeralContainers`).
+pub fn find_ephemeral<'a>(pod: &'a Pod, name: &str) -> Option<&'a EphemeralContainer> {
+    pod.spec
+        .as_ref()?
+        .ephemeral_containers
+        .iter()
+        .flatten()
+        .find(|c| c.name == name)
+}
+
+/// True when `name` is one of the pod's ephemeral containers.
+pub fn is_ephemeral(pod: &Pod, name: &str) -> bool {
+    find_ephemeral(pod, name).is_some()
+}
+
+/// An ephemeral container as a [`Container`], the way the Go kubelet runs one: k/k converts
+/// `EphemeralContainerCommon` to `v1.Container` (`ephemeralContainerStartSpec`,
+/// `convertStatusToAPIStatus`); `targetContainerName` is the only field that does not carry
+/// over (it selects the PID namespace, see [`actions::PidTarget`]).
+pub fn ephemeral_as_container(ec: &EphemeralContainer) -> Container {
+    let ec = ec.clone();
+    Container {
+        args: ec.args,
+        command: ec.command,
+        env: ec.env,
+        env_from: ec.env_from,
+        image: ec.image,
+        image_pull_policy: ec.image_pull_policy,
+        lifecycle: ec.lifecycle,
+        liveness_probe: ec.liveness_probe,
+        name: ec.name,
+        ports: ec.ports,
+        readiness_probe: ec.readiness_probe,
+        resize_policy: ec.resize_policy,
+        resources: ec.resources,
+        restart_policy: ec.restart_policy,
+        restart_policy_rules: ec.restart_policy_rules,
+        security_context: ec.security_context,
+        startup_probe: ec.startup_probe,
+        stdin: ec.stdin,
+        stdin_once: ec.stdin_once,
+        termination_message_path: ec.termination_message_path,
+        termination_message_policy: ec.termination_message_policy,
+        tty: ec.tty,
+        volume_devices: ec.volume_devices,
+        volume_mounts: ec.volume_mounts,
+        working_dir: ec.working_dir,
+    }
+}
+
+/// Finds any container of the pod by name: regular or init (borrowed), else ephemeral
+/// (converted by [`ephemeral_as_container`]) — k/k `kubecontainer.GetContainerSpec`. For the
+/// code that starts and stops containers; probes and readiness use [`find_container`], which
+/// leaves ephemeral containers out (they have no probes and never count for readiness).
+pub fn find_any_container<'a>(pod: &'a Pod, name: &str) -> Option<Cow<'a, Container>> {
+    find_container(pod, name)
+        .map(Cow::Borrowed)
+        .or_else(|| find_ephemeral(pod, name).map(|ec| Cow::Owned(ephemeral_as_container(ec))))
 }

@@ -100,6 +100,25 @@ pub fn namespace_options(spec: &k8s_openapi::api::core::v1::PodSpec) -> api::Nam
     }
 }
 
+/// The namespace modes of one container: the pod's ([`namespace_options`]), and for an
+/// ephemeral container with a target (`pid_target_id`, a runtime container id) the target's
+/// PID namespace, CRI `NamespaceMode::TARGET` — only where the container would otherwise get
+/// its own PID namespace; hostPID and shareProcessNamespace pods keep theirs (k/k
+/// `generateLinuxContainerConfig`).
+pub fn container_namespace_options(
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    pid_target_id: Option<&str>,
+) -> api::NamespaceOption {
+    let mut ns = namespace_options(spec);
+    if let Some(id) = pid_target_id {
+        if ns.pid == api::NamespaceMode::Container as i32 {
+            ns.pid = api::NamespaceMode::Target as i32;
+            ns.target_id = id.to_string();
+        }
+    }
+    ns
+}
+
 /// Builds the `PodSandboxConfig` for `pod` (attempt `attempt`), logs under `pod_logs_dir`, with
 /// the resolv.conf settings `dns` ([`super::dns::pod_dns`]) and the pod cgroup's literal path
 /// `cgroup_parent` ([`crate::cm::pod_cgroup_parent`]).
@@ -240,6 +259,9 @@ pub struct ContainerRuntimeInputs {
     /// The image's user as the runtime reports it (ImageStatus `uid` / `username`): a numeric
     /// uid, or a user name, or neither (the image runs as root).
     pub image_user: ImageUser,
+    /// For an ephemeral container with `targetContainerName`: the runtime id of the target's
+    /// instance, whose PID namespace it joins ([`container_namespace_options`]).
+    pub pid_target_id: Option<String>,
 }
 
 /// The user an image runs as, from CRI ImageStatus (k/k `kuberuntime/helpers.go` getImageUser).
@@ -360,7 +382,9 @@ pub fn container_config(
     inp: &ContainerRuntimeInputs,
 ) -> Result<api::ContainerConfig, SpecError> {
     let spec = pod.spec.as_ref().ok_or(SpecError::NoSpec)?;
-    let c = find_container(pod, name).ok_or_else(|| SpecError::NoSuchContainer(name.into()))?;
+    let c = super::find_any_container(pod, name)
+        .ok_or_else(|| SpecError::NoSuchContainer(name.into()))?;
+    let c: &Container = &c;
     let user_image = c
         .image
         .clone()
@@ -431,7 +455,7 @@ pub fn container_config(
 
     let sc = c.security_context.clone().unwrap_or_default();
     let psc = spec.security_context.clone().unwrap_or_default();
-    let ns = namespace_options(&spec);
+    let ns = container_namespace_options(spec, inp.pid_target_id.as_deref());
     Ok(api::ContainerConfig {
         metadata: Some(api::ContainerMetadata {
             name: c.name.clone(),
@@ -771,5 +795,87 @@ mod tests {
         };
         let p = pod_with(c);
         assert!(container_config(&p, "app", &ContainerRuntimeInputs::default()).is_err());
+    }
+
+    #[test]
+    fn an_ephemeral_container_gets_a_config_and_joins_its_target_pid_namespace() {
+        let mut p = pod_with(Container {
+            name: "app".into(),
+            image: Some("busybox".into()),
+            ..Default::default()
+        });
+        p.spec.as_mut().unwrap().ephemeral_containers =
+            Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
+                name: "debugger".into(),
+                image: Some("busybox".into()),
+                command: Some(vec!["sleep".into(), "3600".into()]),
+                stdin: Some(true),
+                tty: Some(true),
+                target_container_name: Some("app".into()),
+                ..Default::default()
+            }]);
+        let pid = |p: &Pod, target: Option<&str>| {
+            let inp = ContainerRuntimeInputs {
+                pid_target_id: target.map(str::to_string),
+                ..Default::default()
+            };
+            let cfg = container_config(p, "debugger", &inp).unwrap();
+            assert_eq!(cfg.labels[labels::CONTAINER_NAME], "debugger");
+            assert_eq!(cfg.command, vec!["sleep", "3600"]);
+            assert!(cfg.stdin && cfg.tty);
+            let ns = cfg
+                .linux
+                .unwrap()
+                .security_context
+                .unwrap()
+                .namespace_options
+                .unwrap();
+            (ns.pid, ns.target_id)
+        };
+        // (case, shareProcessNamespace, hostPID, target id, expected mode, expected target)
+        let cases = [
+            (
+                "target",
+                None,
+                None,
+                Some("cid-app"),
+                api::NamespaceMode::Target,
+                "cid-app",
+            ),
+            (
+                "no target",
+                None,
+                None,
+                None,
+                api::NamespaceMode::Container,
+                "",
+            ),
+            (
+                "shared pod namespace wins",
+                Some(true),
+                None,
+                Some("cid-app"),
+                api::NamespaceMode::Pod,
+                "",
+            ),
+            (
+                "host PID wins",
+                None,
+                Some(true),
+                Some("cid-app"),
+                api::NamespaceMode::Node,
+                "",
+            ),
+        ];
+        for (case, share, host, target, mode, want_target) in cases {
+            let mut p = p.clone();
+            p.spec.as_mut().unwrap().share_process_namespace = share;
+            p.spec.as_mut().unwrap().host_pid = host;
+            assert_eq!(
+                pid(&p, target),
+                (mode as i32, want_target.to_string()),
+                "{case}"
+            );
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! termination with its grace period, and the clean-up afterwards. The state machine that calls
 //! them is [`super::workers`].
 
-use super::actions::{compute_pod_actions, PodActions, Waiting, WaitingReason};
+use super::actions::{compute_pod_actions, PidTarget, PodActions, Waiting, WaitingReason};
 use super::runtime::PodRuntimeStatus;
 use super::spec;
 use super::workers::{PodUpdate, PodWorker, VOLUME_REFRESH_PERIOD};
@@ -39,7 +39,10 @@ impl PodWorker {
         }
         self.crash_backoff.gc(now);
         let mut next = actions.next_sync;
-        if actions.create_sandbox.is_some() || !actions.start.is_empty() {
+        if actions.create_sandbox.is_some()
+            || !actions.start.is_empty()
+            || !actions.start_ephemeral.is_empty()
+        {
             // The status as the worker takes up the work, before any sandbox, pull or start
             // (k/k SyncPod sets the status first): startTime, PodScheduled, Initialized or not,
             // containers waiting in ContainerCreating / PodInitializing.
@@ -243,7 +246,9 @@ impl PodWorker {
             };
             kuberuntime::kill_container(&ctx, pod, &target, grace, &pod_ip).await;
         }
-        if a.pod_done || (a.start.is_empty() && a.create_sandbox.is_none()) {
+        if a.pod_done
+            || (a.start.is_empty() && a.start_ephemeral.is_empty() && a.create_sandbox.is_none())
+        {
             if !a.pod_done && rt.latest_sandbox().is_some() {
                 self.refresh_volumes(pod).await;
             }
@@ -267,13 +272,18 @@ impl PodWorker {
                 let msg = format!("MountVolume.SetUp failed: {e}");
                 ctx.recorder.pod(pod, None, true, reason::FAILED_MOUNT, msg);
                 tracing::warn!(error = %e, "volume setup failed");
-                for s in &a.start {
-                    let why = if rt.latest(&s.name).is_some() {
+                let names = a
+                    .start
+                    .iter()
+                    .map(|s| &s.name)
+                    .chain(a.start_ephemeral.iter().map(|e| &e.name));
+                for name in names {
+                    let why = if rt.latest(name).is_some() {
                         WaitingReason::CreateContainerConfigError
                     } else {
                         WaitingReason::ContainerCreating
                     };
-                    self.waiting.insert(s.name.clone(), Waiting::new(why, ""));
+                    self.waiting.insert(name.clone(), Waiting::new(why, ""));
                 }
                 return Err(SyncFailed);
             }
@@ -320,6 +330,7 @@ impl PodWorker {
                 &target,
                 &mut self.image_backoff,
                 previous.as_ref(),
+                &PidTarget::None,
             )
             .await;
             match started {
@@ -332,6 +343,33 @@ impl PodWorker {
                     if s.init {
                         break;
                     }
+                }
+            }
+        }
+        // Ephemeral containers (k/k SyncPod step 6): one try each, never restarted; a failure
+        // (bad image, missing target) stays on its status as the waiting reason. An init
+        // container that failed to start does not hold them back.
+        for e in &a.start_ephemeral {
+            tracing::info!(container = %e.name, pid_target = ?e.pid_target, "starting ephemeral container");
+            let previous = self.waiting.get(&e.name).cloned();
+            let started = kuberuntime::start_container(
+                &ctx,
+                pod,
+                &e.name,
+                0,
+                &target,
+                &mut self.image_backoff,
+                previous.as_ref(),
+                &e.pid_target,
+            )
+            .await;
+            match started {
+                Ok(()) => {
+                    self.waiting.remove(&e.name);
+                }
+                Err(w) => {
+                    self.waiting.insert(e.name.clone(), w);
+                    failed = true;
                 }
             }
         }

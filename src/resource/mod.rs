@@ -303,8 +303,9 @@ pub fn resource_field_value(
     if !matches!(name, CPU | MEMORY | EPHEMERAL_STORAGE) && !name.starts_with(HUGEPAGES_PREFIX) {
         return Err(unsupported());
     }
-    let c = crate::pod::find_container(pod, container)
+    let c = crate::pod::find_any_container(pod, container)
         .ok_or_else(|| ResourceFieldError::NoSuchContainer(container.to_string()))?;
+    let c: &Container = &c;
     let q = if kind == "limits" {
         container_limit(c, name).or_else(|| node_allocatable_milli.get(name).copied())
     } else {

@@ -388,4 +388,37 @@ mod tests {
         assert!(!belongs_to(&l, "u2", "c"));
         assert!(!belongs_to(&l, "u1", "d"));
     }
+
+    #[test]
+    fn an_ephemeral_container_is_found_for_logs_attach_and_exec() {
+        // `kubectl debug -it`: the container is in spec.ephemeralContainers and its status in
+        // status.ephemeralContainerStatuses.
+        let mut p = pod_with(ContainerStatus {
+            name: "c".into(),
+            ..Default::default()
+        });
+        p.spec.as_mut().unwrap().ephemeral_containers =
+            Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
+                name: "debugger".into(),
+                tty: Some(true),
+                stdin: Some(true),
+                target_container_name: Some("c".into()),
+                ..Default::default()
+            }]);
+        p.status.as_mut().unwrap().ephemeral_container_statuses = Some(vec![ContainerStatus {
+            name: "debugger".into(),
+            container_id: Some("containerd://dbg".into()),
+            state: Some(ContainerState {
+                running: Some(ContainerStateRunning::default()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]);
+        assert!(has_container(&p, "debugger"));
+        assert!(
+            container_tty(&p, "debugger"),
+            "attach uses the ephemeral container's tty"
+        );
+        assert_eq!(log_container_id(&p, "debugger", false).unwrap(), "dbg");
+    }
 }

@@ -104,13 +104,25 @@ fn waiting_state(reason: &str, message: Option<String>) -> ApiState {
     }
 }
 
+/// Which list of the pod spec a container comes from; it decides how `ready`, `started` and
+/// the restart policy read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Regular,
+    Init,
+    /// `spec.ephemeralContainers`: never restarted, never ready, no `started` (the Go prober
+    /// manager sets `started` and `ready` only for regular and init containers).
+    Ephemeral,
+}
+
 fn container_status(
     pod: &Pod,
     c: &Container,
-    init: bool,
+    kind: Kind,
     default_reason: &str,
     inp: &StatusInputs,
 ) -> ContainerStatus {
+    let init = kind == Kind::Init;
     let rt = inp.runtime;
     let latest = rt.latest(&c.name);
     let previous = rt.previous(&c.name);
@@ -163,6 +175,8 @@ fn container_status(
     };
     let policy = if init && !crate::pod::is_sidecar(c) && policy == "Always" {
         "OnFailure"
+    } else if kind == Kind::Ephemeral {
+        "Never"
     } else {
         policy
     };
@@ -180,6 +194,10 @@ fn container_status(
             st.ready = false;
             st.started = Some(false);
         }
+    }
+    if kind == Kind::Ephemeral {
+        st.ready = false;
+        st.started = None;
     }
     st
 }
@@ -215,6 +233,35 @@ pub fn status_resources(c: &Container) -> (ResourceRequirements, Option<BTreeMap
     let r = c.resources.clone().unwrap_or_default();
     let allocated = r.requests.clone().filter(|m| !m.is_empty());
     (r, allocated)
+}
+
+/// `status.ephemeralContainerStatuses` (k/k `convertStatusToAPIStatus`: the ephemeral
+/// containers converted to `v1.Container` and run through `convertToAPIContainerStatuses`):
+/// one status per `spec.ephemeralContainers` entry, the same shape as a regular container's
+/// (waiting `ContainerCreating`, or `PodInitializing` in a pod with init containers, until it
+/// has an instance; then running or terminated with `containerID`, `image`, `imageID`;
+/// `restartCount` 0 as it never restarts; `ready` false), sorted by name. None when the pod has
+/// no ephemeral containers. They count for neither the phase nor any condition.
+pub fn ephemeral_container_statuses(pod: &Pod, inp: &StatusInputs) -> Option<Vec<ContainerStatus>> {
+    let spec = pod.spec.as_ref()?;
+    let ecs = spec
+        .ephemeral_containers
+        .as_ref()
+        .filter(|e| !e.is_empty())?;
+    let default_reason = if spec.init_containers.as_ref().is_some_and(|i| !i.is_empty()) {
+        REASON_POD_INITIALIZING
+    } else {
+        REASON_CONTAINER_CREATING
+    };
+    let mut out: Vec<ContainerStatus> = ecs
+        .iter()
+        .map(|ec| {
+            let c = crate::pod::ephemeral_as_container(ec);
+            container_status(pod, &c, Kind::Ephemeral, default_reason, inp)
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Some(out)
 }
 
 /// How `getPhase` counts one container.
@@ -355,7 +402,7 @@ pub fn generate_pod_status(pod: &Pod, inp: &StatusInputs) -> PodStatus {
 
     let init_statuses: Vec<ContainerStatus> = inits
         .iter()
-        .map(|c| container_status(pod, c, true, REASON_POD_INITIALIZING, inp))
+        .map(|c| container_status(pod, c, Kind::Init, REASON_POD_INITIALIZING, inp))
         .collect();
     let default_reason = if has_init {
         REASON_POD_INITIALIZING
@@ -365,7 +412,7 @@ pub fn generate_pod_status(pod: &Pod, inp: &StatusInputs) -> PodStatus {
     let mut statuses: Vec<ContainerStatus> = spec
         .containers
         .iter()
-        .map(|c| container_status(pod, c, false, default_reason, inp))
+        .map(|c| container_status(pod, c, Kind::Regular, default_reason, inp))
         .collect();
 
     let mut phase = phase(pod, &statuses, &init_statuses, inp.terminal).to_string();
@@ -549,6 +596,7 @@ pub fn generate_pod_status(pod: &Pod, inp: &StatusInputs) -> PodStatus {
             .or_else(|| Some(crate::resource::qos_class(pod).to_string())),
         container_statuses: Some(statuses),
         init_container_statuses: has_init.then_some(init_statuses),
+        ephemeral_container_statuses: ephemeral_container_statuses(pod, inp),
         reason: old.reason.clone(),
         message: old.message.clone(),
         nominated_node_name: old.nominated_node_name.clone(),
@@ -874,6 +922,139 @@ mod tests {
             &rt(vec![rtc("a", ContainerState::Exited, 0)], false),
             &BTreeMap::new(),
             true,
+        );
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+    }
+
+    fn with_debugger(mut p: Pod) -> Pod {
+        p.spec.as_mut().unwrap().ephemeral_containers =
+            Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
+                name: "debugger".into(),
+                image: Some("busybox".into()),
+                target_container_name: Some("a".into()),
+                ..Default::default()
+            }]);
+        p
+    }
+
+    #[test]
+    fn ephemeral_container_statuses_have_the_regular_shape_and_never_count_for_readiness() {
+        use crate::pod::actions::WaitingReason;
+        let image_err = || {
+            let mut w = BTreeMap::new();
+            w.insert(
+                "debugger".to_string(),
+                Waiting {
+                    reason: WaitingReason::InvalidImageName,
+                    message: "Failed to apply default image tag".into(),
+                },
+            );
+            w
+        };
+        // (case, policy, debugger instance, waiting, expected state[:reason or exit code])
+        type Case = (
+            &'static str,
+            &'static str,
+            Option<RtContainer>,
+            BTreeMap<String, Waiting>,
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "not started yet",
+                "Always",
+                None,
+                BTreeMap::new(),
+                "waiting:ContainerCreating",
+            ),
+            (
+                "bad image",
+                "Always",
+                None,
+                image_err(),
+                "waiting:InvalidImageName",
+            ),
+            (
+                "running",
+                "Always",
+                Some(rtc("debugger", ContainerState::Running, 0)),
+                BTreeMap::new(),
+                "running",
+            ),
+            (
+                "exited under restartPolicy Always: terminated, not waiting to restart",
+                "Always",
+                Some(rtc("debugger", ContainerState::Exited, 1)),
+                BTreeMap::new(),
+                "terminated:1",
+            ),
+        ];
+        for (case, policy, dbg, waiting, want) in cases {
+            let p = with_debugger(pod(policy, &["a"]));
+            let mut cs = vec![rtc("a", ContainerState::Running, 0)];
+            cs.extend(dbg.clone());
+            let s = gen(&p, &rt(cs, true), &waiting, false);
+            assert_eq!(s.phase.as_deref(), Some("Running"), "{case}");
+            assert_eq!(
+                cond(&s, "Ready").status,
+                "True",
+                "{case}: readiness ignores it"
+            );
+            assert_eq!(cond(&s, "ContainersReady").status, "True", "{case}");
+            assert_eq!(s.container_statuses.as_ref().unwrap().len(), 1, "{case}");
+            let es = s.ephemeral_container_statuses.as_ref().expect(case);
+            assert_eq!(es.len(), 1, "{case}");
+            let e = &es[0];
+            assert_eq!(e.name, "debugger");
+            assert_eq!(e.restart_count, 0, "{case}");
+            assert!(!e.ready, "{case}");
+            assert_eq!(e.started, None, "{case}");
+            let st = e.state.clone().unwrap();
+            let got = if let Some(w) = &st.waiting {
+                format!("waiting:{}", w.reason.as_deref().unwrap_or(""))
+            } else if st.running.is_some() {
+                "running".to_string()
+            } else {
+                format!("terminated:{}", st.terminated.as_ref().unwrap().exit_code)
+            };
+            assert_eq!(got, want, "{case}");
+            if dbg.is_some() {
+                assert_eq!(
+                    e.container_id.as_deref(),
+                    Some("containerd://id-debugger"),
+                    "{case}"
+                );
+                assert_eq!(e.image, "docker.io/library/busybox:latest", "{case}");
+                assert_eq!(e.image_id, "docker.io/library/busybox@sha256:abc", "{case}");
+            } else {
+                assert_eq!(e.image, "busybox", "{case}");
+                assert_eq!(e.container_id, None, "{case}");
+            }
+        }
+        // No ephemeral containers: no list at all (the field stays absent).
+        let s = gen(
+            &pod("Always", &["a"]),
+            &rt(vec![rtc("a", ContainerState::Running, 0)], true),
+            &BTreeMap::new(),
+            false,
+        );
+        assert_eq!(s.ephemeral_container_statuses, None);
+    }
+
+    #[test]
+    fn an_ephemeral_container_does_not_change_the_phase_of_a_finished_pod() {
+        let p = with_debugger(pod("Never", &["a"]));
+        let s = gen(
+            &p,
+            &rt(
+                vec![
+                    rtc("a", ContainerState::Exited, 0),
+                    rtc("debugger", ContainerState::Running, 0),
+                ],
+                true,
+            ),
+            &BTreeMap::new(),
+            false,
         );
         assert_eq!(s.phase.as_deref(), Some("Succeeded"));
     }

@@ -7,9 +7,11 @@
 # test/utils/image/manifest.go, so they are exactly the ones the suite names.
 #
 #   busybox          the harness's busybox rootfs (Debian busybox-static, every applet in /bin) with
-#                    Debian's bash-static as /bin/sh and /bin/bash: busybox 1.35's ash drops
-#                    environment variables whose names are not shell identifiers (data-1) when it
-#                    starts a child, which the envFrom tests check
+#                    Debian's bash-static as /bin/bash and hack/images/sh.c as /bin/sh: busybox
+#                    1.35's ash drops environment variables whose names are not shell identifiers
+#                    (data-1) when it starts a child, which the envFrom tests check, and bash's error
+#                    messages differ from the ones other tests check word for word; sh.c runs ash,
+#                    or bash when the environment holds such a name
 #   agnhost          the static agnhost binary (hack/build-k8s.sh agnhost) as /agnhost, /agnhost-2
 #                    linked to it, /uploads, porter's localhost.crt/.key from the agnhost source, on
 #                    the plain busybox rootfs plus Debian's bash, curl, getent and nc
@@ -112,7 +114,7 @@ for n in "${!IDS[@]}"; do
 done
 
 inputs_hash() {
-  { sha256sum "$HERE/build-e2e-images.sh" "$HERE/pause.c" "$BUSYBOX_BIN" "$BASH_STATIC" "$NGINX_BIN" \
+  { sha256sum "$HERE/build-e2e-images.sh" "$HERE/pause.c" "$HERE/sh.c" "$BUSYBOX_BIN" "$BASH_STATIC" "$NGINX_BIN" \
       /usr/bin/curl /usr/bin/getent /usr/bin/nc.openbsd /usr/bin/bash "$BIN/agnhost" "$BIN/nonewprivs" \
       "$BIN/etcd" "$IMAGES_SRC"/agnhost/porter/localhost.* "$IMAGES_SRC"/kitten/html/* \
       "$IMAGES_SRC"/nautilus/html/* /etc/nginx/mime.types | awk '{print $1}'
@@ -177,10 +179,12 @@ build_layout() {
   printf 'root:x:0:\nnobody:x:65534:\nnogroup:x:65534:\n' > "$R/etc/group"
   printf 'passwd: files\ngroup: files\nhosts: files dns\n' > "$R/etc/nsswitch.conf"
 
-  # busybox with bash as /bin/sh (see the header)
+  # busybox with bash, and sh.c as /bin/sh (see the header)
   cp -a "$R" "$tmp/rootfs-bash"
   cp "$BASH_STATIC" "$tmp/rootfs-bash/bin/bash"
-  ln -sf bash "$tmp/rootfs-bash/bin/sh"
+  rm -f "$tmp/rootfs-bash/bin/sh"
+  gcc -Os -static -Wall -Werror -o "$tmp/rootfs-bash/bin/sh" "$HERE/sh.c"
+  strip "$tmp/rootfs-bash/bin/sh"
   from_rootfs busybox bash
   finish busybox --config.cmd /bin/sh
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds etcd, kube-apiserver, kube-controller-manager, kubectl, kube-proxy (and, for benchmarks,
-# kubelet and kube-scheduler) from the Kubernetes Go modules at the version pinned in hack/versions.env.
+# kubelet and kube-scheduler; for hack/conformance.sh, the upstream conformance suite e2e.test, the
+# ginkgo CLI that runs it, and the agnhost, nonewprivs and sample-apiserver binaries its images carry)
+# from the Kubernetes Go modules at the version pinned in hack/versions.env.
 #
 # `go install k8s.io/kubernetes/cmd/...@vX` refuses modules with replace directives, so we
 # generate a small module of our own (under _output/k8s-build) that requires k8s.io/kubernetes and
@@ -30,6 +32,12 @@ declare -A pkg=(
   [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
   [kubelet]=k8s.io/kubernetes/cmd/kubelet
   [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  # conformance (hack/conformance.sh): e2e.test is a test binary (go test -c)
+  [e2e.test]=k8s.io/kubernetes/test/e2e
+  [ginkgo]=github.com/onsi/ginkgo/v2/ginkgo
+  [agnhost]=k8s.io/kubernetes/test/images/agnhost
+  [nonewprivs]=k8s.io/kubernetes/test/images/nonewprivs
+  [sample-apiserver]=k8s.io/sample-apiserver
 )
 
 need=()
@@ -46,7 +54,9 @@ done
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
 MOD="$OUT/k8s-build"
 mkdir -p "$MOD"
-if [ ! -f "$MOD/go.sum" ] || [ "$(cat "$MOD/.version" 2>/dev/null)" != "$KUBE_VERSION" ]; then
+# the module is regenerated when the version or the package list changes
+MODKEY="$KUBE_VERSION $(printf '%s\n' "${pkg[@]}" | sort | sha256sum | cut -c1-16)"
+if [ ! -f "$MOD/go.sum" ] || [ "$(cat "$MOD/.version" 2>/dev/null)" != "$MODKEY" ]; then
   echo "build-k8s: generating the build module for k8s.io/kubernetes $KUBE_VERSION"
   gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
   {
@@ -73,16 +83,26 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+
+	_ "github.com/onsi/ginkgo/v2/ginkgo"
+	_ "k8s.io/kubernetes/test/e2e"
+	_ "k8s.io/kubernetes/test/images/agnhost"
+	_ "k8s.io/kubernetes/test/images/nonewprivs"
+	_ "k8s.io/sample-apiserver"
 )
 GO
   (cd "$MOD" && go mod tidy -e >/dev/null)
-  echo "$KUBE_VERSION" > "$MOD/.version"
+  echo "$MODKEY" > "$MOD/.version"
 fi
 
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
 for t in "${need[@]}"; do
   echo "build-k8s: building $t ($KUBE_VERSION); the first build takes many minutes"
-  (cd "$MOD" && go build -trimpath -ldflags "$ldflags" -o "$CACHE/$t.tmp" "${pkg[$t]}")
+  if [ "$t" = e2e.test ]; then
+    (cd "$MOD" && go test -c -trimpath -ldflags "$ldflags" -o "$CACHE/$t.tmp" "${pkg[$t]}")
+  else
+    (cd "$MOD" && go build -trimpath -ldflags "$ldflags" -o "$CACHE/$t.tmp" "${pkg[$t]}")
+  fi
   mv -f "$CACHE/$t.tmp" "$CACHE/$t"
   cp -f "$CACHE/$t" "$BIN/$t"
   echo "$KUBE_VERSION" > "$BIN/.$t.version"

@@ -16,10 +16,14 @@
 #   systemd                                       tests/systemd_units.rs (systemd-analyze verify)
 #   vagrant                                       tests/systemd_units.rs (`vagrant validate
 #                                                 --ignore-provider`: no VM provider is needed)
+#   bash-static netcat-openbsd nginx              the conformance images (hack/images/build-e2e-images.sh:
+#                                                 busybox's /bin/sh, agnhost's nc, the nginx image's
+#                                                 binary); nginx is installed with services held back
+#                                                 (policy-rc.d) and never runs on the host
 set -euo pipefail
 pkgs=(containerd runc containernetworking-plugins docker-registry skopeo umoci busybox-static
       iptables iproute2 openssl protobuf-compiler libc6-dev gcc curl jq kmod procps psmisc util-linux
-      systemd vagrant)
+      systemd vagrant bash-static netcat-openbsd nginx)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -28,11 +32,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # no package starts a service on this machine while it installs (nginx would listen on :80)
+  policy_rc=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; policy_rc=1
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  [ "$policy_rc" = 0 ] || rm -f /usr/sbin/policy-rc.d
 fi
 # Debian's packages may start services on install where an init system exists; the harness runs its
 # own containerd and registry with its own configs, so stop packaged ones if they came up.
 command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ] && {
-  systemctl disable --now containerd docker-registry >/dev/null 2>&1 || true
+  systemctl disable --now containerd docker-registry nginx >/dev/null 2>&1 || true
 }
 true

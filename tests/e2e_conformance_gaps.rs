@@ -176,7 +176,8 @@ async fn termination_message_from_logs_is_the_log_tail_as_written() {
 /// CA, which the prober does not trust, so verification would fail): `/readyz` answers 200 to
 /// anyone, so the pod becomes Ready; a path anonymous users may not read answers 403 (401 with
 /// anonymous authentication off), so a pod
-/// probing it never does, and its events say why as the Go kubelet words it.
+/// probing it never does, and its events say why as the Go kubelet words it. The probes name
+/// their port, as kubeadm's CoreDNS manifest and many charts do.
 #[tokio::test]
 async fn https_probes_skip_certificate_verification() {
     let client = client().await;
@@ -194,8 +195,10 @@ async fn https_probes_skip_certificate_verification() {
                 "terminationGracePeriodSeconds": 1,
                 "containers": [{
                     "name": "main", "image": "busybox", "command": ["sleep", "3600"],
+                    // the probe names its port (k/k ResolveContainerPort)
+                    "ports": [{"name": "apiserver", "containerPort": port}],
                     "readinessProbe": {
-                        "httpGet": {"scheme": "HTTPS", "host": host, "port": port, "path": path},
+                        "httpGet": {"scheme": "HTTPS", "host": host, "port": "apiserver", "path": path},
                         "periodSeconds": 1, "failureThreshold": 1,
                     },
                 }],

@@ -247,7 +247,7 @@ pub async fn start_container(
             let grace = crate::pod::grace::requested_grace_seconds(pod);
             let timeout = Duration::from_secs(grace.max(MINIMUM_GRACE_PERIOD_SECONDS) as u64 + 120);
             if let Err(out) =
-                crate::prober::handlers::run_hook(h, &ctx.cri, &id, target.pod_ip, timeout).await
+                crate::prober::handlers::run_hook(h, c, &ctx.cri, &id, target.pod_ip, timeout).await
             {
                 tracing::info!(output = %out, "postStart hook failed");
                 ctx.recorder.pod(
@@ -353,10 +353,11 @@ pub async fn kill_container(
     let pre_stop = container
         .and_then(|c| c.lifecycle.as_ref())
         .and_then(|l| l.pre_stop.as_ref());
-    if let (Some(h), true) = (pre_stop, grace > 0) {
+    if let (Some(h), Some(c), true) = (pre_stop, container, grace > 0) {
         let started = Instant::now();
         if let Err(out) = crate::prober::handlers::run_hook(
             h,
+            c,
             &ctx.cri,
             k.id,
             pod_ip,

@@ -4,7 +4,7 @@
 use crate::cri::CriClient;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
-use k8s_openapi::api::core::v1::{HTTPGetAction, Probe};
+use k8s_openapi::api::core::v1::{Container, HTTPGetAction, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::time::Duration;
 
@@ -14,9 +14,65 @@ pub fn user_agent() -> String {
     format!("kube-probe/1.{minor}")
 }
 
-/// Runs one probe; returns (success, output for the event).
+/// The number a probe's `httpGet`/`tcpSocket` port names (k/k `probe.ResolveContainerPort`): a
+/// number as it is; a name is looked up in the container's `ports`, else read as a number
+/// written as a string. The port must be in 1..=65535.
+pub fn resolve_probe_port(port: &IntOrString, container: &Container) -> Result<i32, String> {
+    let p = match port {
+        IntOrString::Int(p) => *p,
+        IntOrString::String(name) => match named_port(name, container) {
+            Some(p) => p,
+            None => name
+                .parse()
+                .map_err(|_| format!("strconv.Atoi: parsing {name:?}: invalid syntax"))?,
+        },
+    };
+    if p > 0 && p < 65536 {
+        Ok(p)
+    } else {
+        Err(format!("invalid port number: {p}"))
+    }
+}
+
+/// The number a lifecycle hook's `httpGet` port names (k/k `lifecycle.resolvePort`): a number,
+/// a number written as a string, or the name of one of the container's `ports`.
+pub fn resolve_hook_port(port: &IntOrString, container: &Container) -> Result<i32, String> {
+    match port {
+        IntOrString::Int(p) => Ok(*p),
+        IntOrString::String(name) => name
+            .parse()
+            .ok()
+            .or_else(|| named_port(name, container))
+            .ok_or_else(|| format!("couldn't find port: {name} in container {}", container.name)),
+    }
+}
+
+fn named_port(name: &str, container: &Container) -> Option<i32> {
+    container
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some(name))
+        .map(|p| p.container_port)
+}
+
+/// `h` with its port resolved to a number by `resolve`.
+fn with_port(
+    h: &HTTPGetAction,
+    container: &Container,
+    resolve: fn(&IntOrString, &Container) -> Result<i32, String>,
+) -> Result<HTTPGetAction, String> {
+    let port = resolve(&h.port, container)?;
+    Ok(HTTPGetAction {
+        port: IntOrString::Int(port),
+        ..h.clone()
+    })
+}
+
+/// Runs one probe of `container`; returns (success, output for the event).
 pub async fn run(
     p: &Probe,
+    container: &Container,
     cri: &CriClient,
     container_id: &str,
     pod_ip: &str,
@@ -32,7 +88,10 @@ pub async fn run(
         .await;
     }
     if let Some(h) = &p.http_get {
-        return http_get(h, pod_ip, None, timeout).await;
+        return match with_port(h, container, resolve_probe_port) {
+            Ok(h) => http_get(&h, pod_ip, None, timeout).await,
+            Err(e) => (false, e),
+        };
     }
     if let Some(t) = &p.tcp_socket {
         let host = t
@@ -40,11 +99,10 @@ pub async fn run(
             .clone()
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| pod_ip.to_string());
-        let port = match &t.port {
-            IntOrString::Int(p) => *p,
-            IntOrString::String(s) => s.parse().unwrap_or(0),
+        return match resolve_probe_port(&t.port, container) {
+            Ok(port) => tcp(&host, port, timeout).await,
+            Err(e) => (false, e),
         };
-        return tcp(&host, port, timeout).await;
     }
     if let Some(g) = &p.grpc {
         return grpc(
@@ -81,6 +139,8 @@ pub async fn exec(
     }
 }
 
+/// The port of an action whose named port was resolved ([`resolve_probe_port`],
+/// [`resolve_hook_port`]); a name left unresolved reads as a number or 0.
 fn port_of(p: &IntOrString) -> i32 {
     match p {
         IntOrString::Int(p) => *p,
@@ -370,6 +430,7 @@ pub async fn grpc(host: &str, port: i32, service: String, timeout: Duration) -> 
 /// the hook names a host. Errors carry the hook's output.
 pub async fn run_hook(
     h: &k8s_openapi::api::core::v1::LifecycleHandler,
+    container: &Container,
     cri: &CriClient,
     container_id: &str,
     pod_ip: &str,
@@ -387,7 +448,8 @@ pub async fn run_hook(
             return if ok { Ok(()) } else { Err(out) };
         }
         if let Some(g) = &h.http_get {
-            let (ok, out) = http_get(g, pod_ip, None, timeout).await;
+            let g = with_port(g, container, resolve_hook_port)?;
+            let (ok, out) = http_get(&g, pod_ip, None, timeout).await;
             return if ok { Ok(()) } else { Err(out) };
         }
         if let Some(s) = &h.sleep {
@@ -412,6 +474,36 @@ pub async fn run_hook(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn named_ports_resolve_as_the_go_kubelet_resolves_them() {
+        let c: Container = serde_json::from_value(serde_json::json!({
+            "name": "web", "ports": [{"name": "http", "containerPort": 8080},
+                                     {"name": "metrics", "containerPort": 9153}]}))
+        .unwrap();
+        let s = |v: &str| IntOrString::String(v.into());
+        let probe_cases = [
+            ("number", IntOrString::Int(80), Ok(80)),
+            ("name", s("http"), Ok(8080)),
+            ("number as a string", s("8181"), Ok(8181)),
+            (
+                "unknown name",
+                s("grpc"),
+                Err("strconv.Atoi: parsing \"grpc\": invalid syntax".to_string()),
+            ),
+            ("zero", IntOrString::Int(0), Err("invalid port number: 0".to_string())),
+            ("too big", s("70000"), Err("invalid port number: 70000".to_string())),
+        ];
+        for (name, port, want) in probe_cases {
+            assert_eq!(resolve_probe_port(&port, &c), want, "probe: {name}");
+        }
+        assert_eq!(resolve_hook_port(&s("metrics"), &c), Ok(9153));
+        assert_eq!(resolve_hook_port(&s("9000"), &c), Ok(9000));
+        assert_eq!(
+            resolve_hook_port(&s("nope"), &c),
+            Err("couldn't find port: nope in container web".to_string())
+        );
+    }
     use k8s_openapi::api::core::v1::HTTPHeader;
 
     /// A one-request-at-a-time HTTP server on 127.0.0.1 answering `status`, over TLS with a

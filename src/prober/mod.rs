@@ -327,6 +327,7 @@ impl ProbeTask {
             }
             let (ok, output) = handlers::run(
                 &self.probe,
+                &self.container,
                 &self.env.cri,
                 &self.container_id,
                 &self.pod_ip,

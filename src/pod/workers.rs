@@ -104,7 +104,7 @@ impl PodWorkers {
         self.monitor.clone()
     }
 
-    fn update(&mut self, pod: Pod, removed: bool, cancel: &CancellationToken) {
+    async fn update(&mut self, pod: Pod, removed: bool, cancel: &CancellationToken) {
         let uid = super::uid(&pod).to_string();
         if uid.is_empty() {
             return;
@@ -125,7 +125,7 @@ impl PodWorkers {
             return;
         }
         self.states.set(&uid, worker_state(&pod, removed));
-        let evict = self.predicate_admission(&pod, removed);
+        let evict = self.predicate_admission(&pod, removed).await;
         let (tx, rx) = watch::channel(PodUpdate {
             pod: pod.clone(),
             removed,
@@ -174,7 +174,7 @@ impl PodWorkers {
     /// be admitted. Pods already running or finished, and pods being deleted, are not judged
     /// again. A refused pod gets a Warning event with the reason and message, and its worker
     /// reports phase `Failed` with `Pod was rejected: <message>` and never starts it.
-    fn predicate_admission(
+    async fn predicate_admission(
         &self,
         pod: &Pod,
         removed: bool,
@@ -188,7 +188,19 @@ impl PodWorkers {
         }
         let node = self.ctx.node.borrow().clone()?;
         let others = self.active_pods();
-        let r = super::admission::admit(pod, &node, &others).err()?;
+        let mut r = super::admission::admit(pod, &node, &others).err()?;
+        if r.reason == crate::scheduler::filters::plugin::NODE_AFFINITY {
+            // The node's labels may have changed since the status loop last read it (a label
+            // added, then the pod bound): read the Node now and decide again (k/k
+            // predicateAdmitHandler.generalFilter fetches the node synchronously).
+            let api: kube::Api<k8s_openapi::api::core::v1::Node> =
+                kube::Api::all(self.ctx.client.clone());
+            let fresh =
+                tokio::time::timeout(Duration::from_secs(5), api.get(&self.ctx.node_name)).await;
+            if let Ok(Ok(fresh)) = fresh {
+                r = super::admission::admit(pod, &fresh, &others).err()?;
+            }
+        }
         span_for(pod).in_scope(|| {
             tracing::warn!(reason = %r.reason, message = %r.message, "pod rejected at admission")
         });
@@ -270,9 +282,9 @@ impl PodWorkers {
                     None => return,
                     Some(PodEvent::Apply(pod)) => {
                         let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(self.ctx.node_name.as_str());
-                        self.update(pod, !on_node, &cancel);
+                        self.update(pod, !on_node, &cancel).await;
                     }
-                    Some(PodEvent::Delete(pod)) => self.update(pod, true, &cancel),
+                    Some(PodEvent::Delete(pod)) => self.update(pod, true, &cancel).await,
                     Some(PodEvent::Synced(present)) => self.reconcile(present, &cancel).await,
                 },
                 uid = pleg.recv() => {
@@ -308,7 +320,7 @@ impl PodWorkers {
             .collect();
         for uid in gone {
             let pod = self.workers[&uid].tx.borrow().pod.clone();
-            self.update(pod, true, cancel);
+            self.update(pod, true, cancel).await;
         }
         match self.ctx.cri.list_pod_sandboxes(&[]).await {
             Ok(sandboxes) => {
@@ -324,7 +336,7 @@ impl PodWorkers {
                     pod.metadata.name = s.labels.get(labels::POD_NAME).cloned();
                     pod.metadata.namespace = s.labels.get(labels::POD_NAMESPACE).cloned();
                     tracing::info!(pod.uid = %uid, pod.name = ?pod.metadata.name, "cleaning up orphaned pod sandbox");
-                    self.update(pod, true, cancel);
+                    self.update(pod, true, cancel).await;
                 }
             }
             Err(e) => tracing::warn!(error = %e, "listing sandboxes for orphan cleanup failed"),

@@ -902,7 +902,9 @@ async fn pods_that_do_not_fit_the_node_are_rejected_at_admission() {
     .await;
     let second = pod("second", "Always", port);
     h.apply(&second).await;
-    let st = h.status_in_phase("second", "Failed", Duration::from_secs(10)).await;
+    let st = h
+        .status_in_phase("second", "Failed", Duration::from_secs(10))
+        .await;
     assert_eq!(st["reason"], "NodePorts");
     assert_eq!(
         st["message"],
@@ -915,16 +917,27 @@ async fn pods_that_do_not_fit_the_node_are_rejected_at_admission() {
             "resources": {"requests": {"cpu": "3"}}}]}),
     );
     h.apply(&big).await;
-    let st = h.status_in_phase("big", "Failed", Duration::from_secs(10)).await;
+    let st = h
+        .status_in_phase("big", "Failed", Duration::from_secs(10))
+        .await;
     assert_eq!(st["reason"], "OutOfcpu");
-    assert!(h.events().iter().any(|e| e == "NodePorts"), "{:?}", h.events());
+    assert!(
+        h.events().iter().any(|e| e == "NodePorts"),
+        "{:?}",
+        h.events()
+    );
     let third = pod("third", "Always", json!({}));
     h.apply(&third).await;
     eventually(Duration::from_secs(10), "a pod that fits runs", || {
         (h.phase("third").as_deref() == Some("Running")).then_some(())
     })
     .await;
-    assert_eq!(h.runtime.count("RunPodSandbox"), 2, "{:?}", h.runtime.calls());
+    assert_eq!(
+        h.runtime.count("RunPodSandbox"),
+        2,
+        "{:?}",
+        h.runtime.calls()
+    );
     h.stop().await;
 }
 
@@ -941,15 +954,28 @@ async fn a_pod_past_its_active_deadline_is_stopped_and_failed() {
     })
     .await;
     let started = Instant::now();
-    let st = h.status_in_phase("deadline", "Failed", Duration::from_secs(20)).await;
-    assert!(started.elapsed() <= Duration::from_secs(6), "{:?}", started.elapsed());
+    let st = h
+        .status_in_phase("deadline", "Failed", Duration::from_secs(20))
+        .await;
+    assert!(
+        started.elapsed() <= Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(st["reason"], "DeadlineExceeded");
     assert_eq!(
         st["message"],
         "Pod was active on the node longer than the specified deadline"
     );
-    assert!(h.runtime.running("main").is_none(), "the container was killed");
-    assert!(h.events().iter().any(|e| e == "DeadlineExceeded"), "{:?}", h.events());
+    assert!(
+        h.runtime.running("main").is_none(),
+        "the container was killed"
+    );
+    assert!(
+        h.events().iter().any(|e| e == "DeadlineExceeded"),
+        "{:?}",
+        h.events()
+    );
 
     // set on a running pod through an update
     let later = pod("later", "Always", json!({}));
@@ -963,7 +989,9 @@ async fn a_pod_past_its_active_deadline_is_stopped_and_failed() {
     let mut updated = pod("later", "Always", json!({"activeDeadlineSeconds": 2}));
     updated.metadata.generation = Some(2);
     h.pods.send(PodEvent::Apply(updated)).await.unwrap();
-    let st = h.status_in_phase("later", "Failed", Duration::from_secs(5)).await;
+    let st = h
+        .status_in_phase("later", "Failed", Duration::from_secs(5))
+        .await;
     assert_eq!(st["reason"], "DeadlineExceeded");
     assert_eq!(st["observedGeneration"], 2, "{st}");
     h.stop().await;

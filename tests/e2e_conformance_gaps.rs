@@ -65,7 +65,10 @@ async fn a_pod_whose_host_port_is_taken_is_rejected_by_the_kubelet() {
     );
     assert_eq!(status_column(&ns.name, "second"), "NodePorts");
     let events = event_lines(&ns.name, "involvedObject.name=second");
-    assert!(events.contains("Warning NodePorts: Predicate NodePorts failed"), "{events}");
+    assert!(
+        events.contains("Warning NodePorts: Predicate NodePorts failed"),
+        "{events}"
+    );
 
     api.delete("holder", &Default::default()).await.unwrap();
     poll(
@@ -119,7 +122,10 @@ async fn active_deadline_set_on_a_running_pod_fails_it_and_generation_is_observe
         .await
         .expect("activeDeadlineSeconds may be set on a running pod");
     let new_generation = patched.metadata.generation.unwrap();
-    assert!(new_generation > generation, "a spec update bumps the generation");
+    assert!(
+        new_generation > generation,
+        "a spec update bumps the generation"
+    );
     let p = watch_pod_until(
         &api,
         "deadline",
@@ -191,7 +197,9 @@ async fn https_probes_skip_certificate_verification() {
     let api = ns.pods();
     let url = env().get("API_SERVER").to_string();
     let hostport = url.trim_start_matches("https://");
-    let (host, port) = hostport.rsplit_once(':').expect("API_SERVER is https://host:port");
+    let (host, port) = hostport
+        .rsplit_once(':')
+        .expect("API_SERVER is https://host:port");
     let port: i32 = port.parse().unwrap();
     let probed = |name: &str, path: &str| {
         pod_from(serde_json::json!({

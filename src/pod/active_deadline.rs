@@ -46,10 +46,18 @@ mod tests {
     fn deadline_table() {
         let now: Timestamp = "2026-12-01T10:00:05Z".parse().unwrap();
         let cases = [
-            ("no deadline", pod(None, Some("2026-12-01T10:00:00Z")), false),
+            (
+                "no deadline",
+                pod(None, Some("2026-12-01T10:00:00Z")),
+                false,
+            ),
             ("not started", pod(Some(1), None), false),
             ("before", pod(Some(6), Some("2026-12-01T10:00:00Z")), false),
-            ("exactly at", pod(Some(5), Some("2026-12-01T10:00:00Z")), true),
+            (
+                "exactly at",
+                pod(Some(5), Some("2026-12-01T10:00:00Z")),
+                true,
+            ),
             ("after", pod(Some(1), Some("2026-12-01T10:00:00Z")), true),
         ];
         for (name, p, want) in cases {

@@ -66,7 +66,9 @@ pub fn admit(pod: &Pod, node: &Node, others: &[Pod]) -> Result<(), Rejection> {
         if want != have {
             return Err(Rejection {
                 reason: REASON_OS_SELECTOR.into(),
-                message: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label".into(),
+                message:
+                    "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"
+                        .into(),
             });
         }
     }
@@ -165,8 +167,10 @@ mod tests {
         if spec["nodeName"].is_null() {
             spec["nodeName"] = json!("vm");
         }
-        serde_json::from_value(json!({"metadata": {"name": uid, "namespace": "ns", "uid": uid},
-            "spec": spec}))
+        serde_json::from_value(
+            json!({"metadata": {"name": uid, "namespace": "ns", "uid": uid},
+            "spec": spec}),
+        )
         .unwrap()
     }
 

@@ -2,8 +2,8 @@
 //! ([`actions`], pure), how to turn a pod spec into CRI configs ([`spec`]), and the per-pod
 //! workers that act ([`workers`]) — the Go kubelet's `pod_workers.go` and `kuberuntime_manager.go`.
 
-pub mod active_deadline;
 pub mod actions;
+pub mod active_deadline;
 pub mod admission;
 pub mod context;
 pub mod dns;

@@ -267,7 +267,9 @@ async fn tail_log(path: &str) -> String {
 pub fn fallback_termination_message(data: &[u8]) -> String {
     let text = String::from_utf8_lossy(data);
     let records: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
-    let keep = &records[records.len().saturating_sub(MAX_TERMINATION_MESSAGE_LOG_LINES)..];
+    let keep = &records[records
+        .len()
+        .saturating_sub(MAX_TERMINATION_MESSAGE_LOG_LINES)..];
     let mut s = String::new();
     for l in keep {
         let mut parts = l.splitn(4, ' ');
@@ -300,8 +302,16 @@ mod tests {
     fn fallback_message_follows_the_cri_record_tags() {
         let ts = "2026-12-01T00:00:00.000000000Z";
         let cases: &[(&str, String, &str)] = &[
-            ("echo -n: one partial record", format!("{ts} stdout P DONE\n"), "DONE"),
-            ("full record keeps its newline", format!("{ts} stdout F DONE\n"), "DONE\n"),
+            (
+                "echo -n: one partial record",
+                format!("{ts} stdout P DONE\n"),
+                "DONE",
+            ),
+            (
+                "full record keeps its newline",
+                format!("{ts} stdout F DONE\n"),
+                "DONE\n",
+            ),
             (
                 "partial then full join",
                 format!("{ts} stdout P ab\n{ts} stdout F cd\n"),
@@ -315,7 +325,11 @@ mod tests {
             ("empty log", String::new(), ""),
         ];
         for (name, log, want) in cases {
-            assert_eq!(fallback_termination_message(log.as_bytes()), *want, "{name}");
+            assert_eq!(
+                fallback_termination_message(log.as_bytes()),
+                *want,
+                "{name}"
+            );
         }
     }
 

@@ -416,10 +416,7 @@ impl PodWorker {
 
     /// The stop of a pod past its `activeDeadlineSeconds` ([`super::active_deadline`]): a Normal
     /// `DeadlineExceeded` event, and the status that kills it with its grace period.
-    fn active_deadline_exceeded(
-        &self,
-        pod: &Pod,
-    ) -> Option<Arc<crate::eviction::TerminalStatus>> {
+    fn active_deadline_exceeded(&self, pod: &Pod) -> Option<Arc<crate::eviction::TerminalStatus>> {
         let p = self.with_reported_start_time(pod);
         if !super::active_deadline::exceeded(&p, self.ctx.clock.now()) {
             return None;
@@ -444,8 +441,7 @@ impl PodWorker {
     /// When the worker must wake for the pod's active deadline (far in the future without one).
     fn active_deadline_wake(&self, pod: &Pod) -> Instant {
         let far = Instant::now() + Duration::from_secs(24 * 3600);
-        let Some(at) = super::active_deadline::deadline(&self.with_reported_start_time(pod))
-        else {
+        let Some(at) = super::active_deadline::deadline(&self.with_reported_start_time(pod)) else {
             return far;
         };
         let d = at.as_nanosecond() - self.ctx.clock.now().as_nanosecond();

@@ -491,8 +491,16 @@ mod tests {
                 s("grpc"),
                 Err("strconv.Atoi: parsing \"grpc\": invalid syntax".to_string()),
             ),
-            ("zero", IntOrString::Int(0), Err("invalid port number: 0".to_string())),
-            ("too big", s("70000"), Err("invalid port number: 70000".to_string())),
+            (
+                "zero",
+                IntOrString::Int(0),
+                Err("invalid port number: 0".to_string()),
+            ),
+            (
+                "too big",
+                s("70000"),
+                Err("invalid port number: 70000".to_string()),
+            ),
         ];
         for (name, port, want) in probe_cases {
             assert_eq!(resolve_probe_port(&port, &c), want, "probe: {name}");

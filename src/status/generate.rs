@@ -229,7 +229,9 @@ pub fn volume_mount_statuses(c: &Container) -> Option<Vec<VolumeMountStatus>> {
 /// kubelet allocated to it (its spec's, until in-place resize changes them) and their requests
 /// (k/k `convertContainerStatusResources`, InPlacePodVerticalScaling, GA: `resources: {}`
 /// for a container without any; `allocatedResources` left out without requests).
-pub fn status_resources(c: &Container) -> (ResourceRequirements, Option<BTreeMap<String, Quantity>>) {
+pub fn status_resources(
+    c: &Container,
+) -> (ResourceRequirements, Option<BTreeMap<String, Quantity>>) {
     let r = c.resources.clone().unwrap_or_default();
     let allocated = r.requests.clone().filter(|m| !m.is_empty());
     (r, allocated)
@@ -657,7 +659,11 @@ mod tests {
                  "recursiveReadOnly": "Disabled"}])
         );
         let v = serde_json::to_value(cs("plain")).unwrap();
-        assert_eq!(v["resources"], serde_json::json!({}), "resources: {{}} without any");
+        assert_eq!(
+            v["resources"],
+            serde_json::json!({}),
+            "resources: {{}} without any"
+        );
         assert!(v.get("allocatedResources").is_none());
         assert!(v.get("volumeMounts").is_none());
         let v = serde_json::to_value(cs("later")).unwrap();

@@ -33,6 +33,16 @@ pub mod reason {
     pub const PULLED: &str = "Pulled";
     /// Warning (container) / Normal (image): back-off.
     pub const BACK_OFF: &str = "BackOff";
+    /// Normal: an in-place resize was accepted (k/k `events.ResizeStarted`).
+    pub const RESIZE_STARTED: &str = "ResizeStarted";
+    /// Normal: the runtime applied an in-place resize (k/k `events.ResizeCompleted`).
+    pub const RESIZE_COMPLETED: &str = "ResizeCompleted";
+    /// Warning: a resize does not fit now (k/k `events.ResizeDeferred`).
+    pub const RESIZE_DEFERRED: &str = "ResizeDeferred";
+    /// Warning: a resize can never fit (k/k `events.ResizeInfeasible`).
+    pub const RESIZE_INFEASIBLE: &str = "ResizeInfeasible";
+    /// Warning: applying a resize failed (k/k `events.ResizeError`).
+    pub const RESIZE_ERROR: &str = "ResizeError";
     /// Warning: a pull was needed with policy Never.
     pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
     /// Warning: the image reference is invalid.

@@ -347,6 +347,7 @@ impl Kubelet {
             clock: Arc::new(crate::time::SystemClock),
             tasks: tasks.clone(),
             node: node_rx,
+            allocation: crate::allocation::AllocationManager::load(Some(&flags.root_dir)),
         });
         {
             // the status manager's writer task (k/k status_manager.go Start)

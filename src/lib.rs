@@ -25,6 +25,7 @@
 //! | HTTPS server (logs, exec, stats, metrics) | `server/` | [`server`] |
 //! | scheduler (second binary, `deckhand-scheduler`) | `pkg/scheduler` | [`scheduler`] |
 
+pub mod allocation;
 pub mod backoff;
 pub mod certificate;
 pub mod cm;

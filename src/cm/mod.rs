@@ -320,6 +320,38 @@ pub struct ResourceConfig {
     pub memory_limit: Option<i64>,
 }
 
+impl ResourceConfig {
+    /// The larger of each setting of `self` and `other` (an absent quota or memory limit is
+    /// unlimited, the largest): the pod cgroup an in-place resize passes through, so that no
+    /// container's new limit is ever above its pod's (k/k doPodResizeAction raises the pod's
+    /// limits before the containers' and lowers them after).
+    pub fn max(&self, other: &ResourceConfig) -> ResourceConfig {
+        let unlimited_max = |a: Option<i64>, b: Option<i64>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.max(y)),
+            _ => None,
+        };
+        let quota = |rc: &ResourceConfig| {
+            rc.cpu_quota
+                .map(|q| q as f64 / rc.cpu_period.unwrap_or(QUOTA_PERIOD_US).max(1) as f64)
+        };
+        let (qa, qb) = (quota(self), quota(other));
+        let (cpu_quota, cpu_period) = match (qa, qb) {
+            (Some(a), Some(_)) if a >= qb.unwrap_or(0.0) => (self.cpu_quota, self.cpu_period),
+            (Some(_), Some(_)) => (other.cpu_quota, other.cpu_period),
+            _ => (None, None),
+        };
+        ResourceConfig {
+            cpu_shares: match (self.cpu_shares, other.cpu_shares) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+            cpu_quota,
+            cpu_period,
+            memory_limit: unlimited_max(self.memory_limit, other.memory_limit),
+        }
+    }
+}
+
 /// True when every container (init and regular) sets a limit of `name` (deckhand reads each
 /// container's own limit, where the Go kubelet's `ContainerFn` sees an init container's limit
 /// together with the sidecars started before it).
@@ -473,6 +505,18 @@ impl CgroupManager {
         self.build(&pod_cgroup_name(pod)?, &pod_resource_config(pod))
     }
 
+    /// Sets the pod's cgroup to `rc` during an in-place resize (k/k podContainerManager
+    /// `SetPodCgroupConfig`): unlike [`Self::ensure_pod_cgroup`], an absent CFS quota or memory
+    /// limit is written as unlimited (`-1`), so a limit can also be lifted.
+    pub fn set_pod_cgroup(&self, pod: &Pod, rc: &ResourceConfig) -> Result<(), CgroupError> {
+        let full = ResourceConfig {
+            cpu_quota: Some(rc.cpu_quota.unwrap_or(-1)),
+            memory_limit: Some(rc.memory_limit.unwrap_or(-1)),
+            ..rc.clone()
+        };
+        self.build(&pod_cgroup_name(pod)?, &full)
+    }
+
     /// Removes the cgroup of pod `uid` under any QoS class, once it has no processes left.
     /// A cgroup that does not exist is not an error.
     pub fn remove_pod_cgroup(&self, uid: &str) -> Result<(), CgroupError> {
@@ -510,6 +554,46 @@ mod tests {
     use std::collections::BTreeMap;
 
     use crate::resource::qos::tests::{ctr, pod};
+
+    #[test]
+    fn the_pod_cgroup_passes_through_the_larger_of_old_and_new_settings() {
+        let rc = |shares, quota: Option<i64>, mem: Option<i64>| ResourceConfig {
+            cpu_shares: Some(shares),
+            cpu_quota: quota,
+            cpu_period: quota.map(|_| QUOTA_PERIOD_US),
+            memory_limit: mem,
+        };
+        let cases = [
+            (
+                "grow cpu, shrink memory",
+                rc(20, Some(2000), Some(50)),
+                rc(30, Some(3000), Some(40)),
+                rc(30, Some(3000), Some(50)),
+            ),
+            (
+                "limit added: unlimited before",
+                rc(20, None, None),
+                rc(20, Some(3000), Some(40)),
+                rc(20, None, None),
+            ),
+            (
+                "limit lifted: unlimited after",
+                rc(20, Some(2000), Some(50)),
+                rc(20, None, None),
+                rc(20, None, None),
+            ),
+            (
+                "same",
+                rc(20, Some(2000), Some(50)),
+                rc(20, Some(2000), Some(50)),
+                rc(20, Some(2000), Some(50)),
+            ),
+        ];
+        for (case, a, b, want) in cases {
+            assert_eq!(a.max(&b), want, "{case}");
+            assert_eq!(b.max(&a), want, "{case} (symmetric)");
+        }
+    }
 
     #[test]
     fn shares_and_quota_convert_like_the_go_kubelet() {

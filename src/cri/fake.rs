@@ -503,6 +503,27 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         Ok(Response::new(api::StartContainerResponse {}))
     }
 
+    async fn update_container_resources(
+        &self,
+        req: Request<api::UpdateContainerResourcesRequest>,
+    ) -> Result<Response<api::UpdateContainerResourcesResponse>, Status> {
+        self.enter("UpdateContainerResources")?;
+        let req = req.into_inner();
+        let id = req.container_id;
+        self.with(|s| match s.containers.get_mut(&id) {
+            Some(c) if c.state != api::ContainerState::ContainerExited => {
+                c.config
+                    .linux
+                    .get_or_insert_with(Default::default)
+                    .resources = req.linux;
+                Ok(())
+            }
+            Some(_) => Err(Status::unknown(format!("container {id:?} is not running"))),
+            None => Err(Self::not_found("container", &id)),
+        })?;
+        Ok(Response::new(api::UpdateContainerResourcesResponse {}))
+    }
+
     async fn stop_container(
         &self,
         req: Request<api::StopContainerRequest>,
@@ -597,6 +618,15 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
                 labels: c.config.labels.clone(),
                 annotations: c.config.annotations.clone(),
                 log_path: c.config.log_path.clone(),
+                resources: c
+                    .config
+                    .linux
+                    .as_ref()
+                    .and_then(|l| l.resources.clone())
+                    .map(|r| api::ContainerResources {
+                        linux: Some(r),
+                        ..Default::default()
+                    }),
                 ..Default::default()
             }),
             ..Default::default()

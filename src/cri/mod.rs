@@ -462,6 +462,29 @@ impl CriClient {
         Ok(r.container_id)
     }
 
+    /// `UpdateContainerResources`: the runtime applies `linux` to the running container's
+    /// cgroup at once (in-place resize).
+    pub async fn update_container_resources(
+        &self,
+        id: &str,
+        linux: api::LinuxContainerResources,
+    ) -> Result<()> {
+        call!(
+            self,
+            runtime,
+            update_container_resources,
+            "UpdateContainerResources",
+            id,
+            api::UpdateContainerResourcesRequest {
+                container_id: id.into(),
+                linux: Some(linux),
+                ..Default::default()
+            },
+            self.timeout
+        )
+        .map(|_: api::UpdateContainerResourcesResponse| ())
+    }
+
     /// `StartContainer`.
     pub async fn start_container(&self, id: &str) -> Result<()> {
         call!(

@@ -221,6 +221,15 @@ pub async fn start_container(
             .create_container(target.sandbox_id, cfg, target.sandbox_config.clone())
             .await
             .map_err(|e| runtime_error(ctx, pod, name, WaitingReason::CreateContainerError, &e))?;
+        // What the runtime was given: the baseline of an in-place resize (k/k
+        // `actuatedState.SetContainerResources` after CreateContainer).
+        if let Some(c) = crate::allocation::resizable_containers(pod).find(|c| c.name == name) {
+            ctx.allocation.set_actuated(
+                crate::pod::uid(pod),
+                name,
+                c.resources.clone().unwrap_or_default(),
+            );
+        }
         ctx.recorder.pod(
             pod,
             Some(name),

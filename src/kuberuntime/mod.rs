@@ -9,6 +9,7 @@
 pub mod container;
 pub mod image;
 pub mod logs;
+pub mod resize;
 pub mod sandbox;
 
 pub use crate::pod::context::SyncContext;

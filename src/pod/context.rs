@@ -57,4 +57,6 @@ pub struct SyncContext {
     /// allocatable), for the kubelet's own admission of new pods ([`super::admission`]); None
     /// before registration and in standalone mode, where only the eviction manager admits.
     pub node: tokio::sync::watch::Receiver<Option<Arc<k8s_openapi::api::core::v1::Node>>>,
+    /// The allocated and actuated resources of every pod (in-place resize).
+    pub allocation: crate::allocation::AllocationManager,
 }

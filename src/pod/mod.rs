@@ -8,6 +8,7 @@ pub mod admission;
 pub mod context;
 pub mod dns;
 pub mod envvars;
+pub mod ephemeral;
 pub mod grace;
 pub mod hosts;
 pub mod mirror;

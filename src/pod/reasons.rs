@@ -110,6 +110,9 @@ pub enum KillReason {
     StartupProbe,
     /// The postStart hook failed: `FailedPostStartHook`.
     PostStartHook,
+    /// An in-place resize of a resource whose `resizePolicy` is `RestartContainer`:
+    /// `Container <c> resize requires restart` (k/k computePodResizeAction).
+    ResizeRestart,
 }
 
 impl KillReason {
@@ -119,6 +122,9 @@ impl KillReason {
         let m = match self {
             KillReason::Stopping => return format!("Stopping container {name}"),
             KillReason::PostStartHook => return "FailedPostStartHook".into(),
+            KillReason::ResizeRestart => {
+                return format!("Container {name} resize requires restart")
+            }
             KillReason::DefinitionChanged => format!("Container {name} definition changed"),
             KillReason::LivenessProbe => format!("Container {name} failed liveness probe"),
             KillReason::StartupProbe => format!("Container {name} failed startup probe"),

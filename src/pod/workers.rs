@@ -11,6 +11,7 @@
 pub use super::context::SyncContext;
 
 use super::actions::Waiting;
+use crate::allocation::ResizeCondition;
 use crate::backoff::Backoff;
 use crate::cri::labels;
 use crate::kuberuntime::SyncFailed;
@@ -46,6 +47,9 @@ pub struct PodUpdate {
     /// The kubelet stops the pod on its own (eviction): kill it and report this status; the
     /// pod stays (Failed) until it is deleted. Sticky, like `removed`.
     pub evict: Option<Arc<crate::eviction::TerminalStatus>>,
+    /// The `PodResizePending` condition when the spec asks for resources the kubelet has not
+    /// allocated ([`crate::allocation::decide_resize`]); `pod` carries the allocation.
+    pub resize_pending: Option<ResizeCondition>,
 }
 
 struct WorkerHandle {
@@ -65,6 +69,9 @@ pub struct PodWorkers {
     eviction_waiters: Vec<(String, tokio::sync::oneshot::Sender<bool>)>,
     monitor: crate::systemd::SyncLoopMonitor,
     states: super::states::PodStates,
+    /// Resizes not accepted yet, by UID: the pod as the API server has it and its condition
+    /// (retried as other pods go away, k/k `podsWithPendingResizes`).
+    pending_resizes: HashMap<String, (Pod, ResizeCondition)>,
 }
 
 fn span_for(pod: &Pod) -> tracing::Span {
@@ -91,6 +98,7 @@ impl PodWorkers {
             eviction_waiters: Vec::new(),
             monitor: crate::systemd::SyncLoopMonitor::new(),
             states: super::states::PodStates::default(),
+            pending_resizes: HashMap::new(),
         }
     }
 
@@ -117,19 +125,32 @@ impl PodWorkers {
             };
             self.states
                 .set(&uid, worker_state(&pod, removed || was_removed));
-            let _ = h.tx.send(PodUpdate {
-                pod,
-                removed: removed || was_removed,
-                evict,
-            });
+            let (pod, resize_pending) = self.allocate(pod, removed || was_removed);
+            if let Some(h) = self.workers.get(&uid) {
+                let _ = h.tx.send(PodUpdate {
+                    pod,
+                    removed: removed || was_removed,
+                    evict,
+                    resize_pending,
+                });
+            }
             return;
         }
         self.states.set(&uid, worker_state(&pod, removed));
         let evict = self.predicate_admission(&pod, removed).await;
+        if evict.is_none() && !removed && self.ctx.allocation.allocated(&uid).is_none() {
+            // admitted (or running since before a restart without a checkpoint): allocated
+            // what its spec asks for (k/k allocation manager AddPod)
+            self.ctx
+                .allocation
+                .set_allocated(&uid, crate::allocation::allocation_from_pod(&pod));
+        }
+        let (pod, resize_pending) = self.allocate(pod, removed);
         let (tx, rx) = watch::channel(PodUpdate {
             pod: pod.clone(),
             removed,
             evict,
+            resize_pending,
         });
         let notify = Arc::new(Notify::new());
         let (probe_tx, probe_rx) = mpsc::channel(64);
@@ -147,6 +168,8 @@ impl PodWorkers {
             admitted: false,
             finished: false,
             evicted_tx: self.evicted_tx.clone(),
+            resizing: false,
+            resize_error: None,
         };
         let done = self.done_tx.clone();
         let span = span_for(&pod);
@@ -216,6 +239,115 @@ impl PodWorkers {
         }))
     }
 
+    /// In-place resize, the allocation decision (k/k allocation manager
+    /// `handlePodResourcesResize`): `pod` as its worker is to see it (each container's
+    /// resources as allocated) and the `PodResizePending` condition when the spec asks for
+    /// more than can be allocated now. A resize that fits next to the other active pods'
+    /// allocations is accepted (allocation updated and checkpointed, `ResizeStarted` event);
+    /// one that does not stays pending (`ResizeDeferred` Warning event once per reason and
+    /// generation) and is retried as pods go away. A pod that is not admitted, removed, being
+    /// deleted or finished gets no decision.
+    fn allocate(&mut self, pod: Pod, removed: bool) -> (Pod, Option<ResizeCondition>) {
+        use crate::allocation::{
+            allocation_from_pod, decide_resize, pod_with_allocation, resize_event_message,
+            ResizeDecision, POD_RESIZE_PENDING, REASON_INFEASIBLE,
+        };
+        use crate::events::reason;
+        let uid = super::uid(&pod).to_string();
+        let Some(alloc) = self.ctx.allocation.allocated(&uid) else {
+            return (pod, None);
+        };
+        let (allocated, differs) = pod_with_allocation(&pod, &alloc);
+        if !differs {
+            self.pending_resizes.remove(&uid);
+            return (pod, None);
+        }
+        if removed || pod.metadata.deletion_timestamp.is_some() || phase_is_terminal(&pod) {
+            self.pending_resizes.remove(&uid);
+            return (allocated, None);
+        }
+        let Some(node) = self.ctx.node.borrow().clone() else {
+            let pending = self.pending_resizes.get(&uid).map(|(_, c)| c.clone());
+            return (allocated, pending);
+        };
+        let others: Vec<Pod> = self
+            .active_pods()
+            .into_iter()
+            .filter(|p| super::uid(p) != uid)
+            .collect();
+        match decide_resize(&pod, &alloc, &node, &others) {
+            ResizeDecision::Unchanged => (pod, None),
+            ResizeDecision::Accepted => {
+                self.ctx
+                    .allocation
+                    .set_allocated(&uid, allocation_from_pod(&pod));
+                self.pending_resizes.remove(&uid);
+                span_for(&pod).in_scope(|| tracing::info!("in-place resize accepted"));
+                let msg = resize_event_message("Pod resize started", &pod, "");
+                self.ctx
+                    .recorder
+                    .pod(&pod, None, false, reason::RESIZE_STARTED, msg);
+                (pod, None)
+            }
+            ResizeDecision::Pending {
+                reason: why,
+                message,
+            } => {
+                let cond = ResizeCondition {
+                    type_: POD_RESIZE_PENDING,
+                    reason: why,
+                    message,
+                    observed_generation: pod.metadata.generation,
+                };
+                if self.pending_resizes.get(&uid).map(|(_, c)| c) != Some(&cond) {
+                    let event = if cond.reason == REASON_INFEASIBLE {
+                        reason::RESIZE_INFEASIBLE
+                    } else {
+                        reason::RESIZE_DEFERRED
+                    };
+                    let prefix = format!("Pod resize {}", cond.reason);
+                    let msg = resize_event_message(&prefix, &pod, &cond.message);
+                    self.ctx.recorder.pod(&pod, None, true, event, msg);
+                }
+                self.pending_resizes
+                    .insert(uid, (pod.clone(), cond.clone()));
+                (allocated, Some(cond))
+            }
+        }
+    }
+
+    /// Decides the pending resizes again (other pods may have gone away) and tells the
+    /// workers of those that were accepted or changed.
+    fn retry_pending_resizes(&mut self) {
+        let pending: Vec<(String, Pod, ResizeCondition)> = self
+            .pending_resizes
+            .iter()
+            .map(|(u, (p, c))| (u.clone(), p.clone(), c.clone()))
+            .collect();
+        for (uid, pod, before) in pending {
+            let Some(h) = self.workers.get(&uid) else {
+                self.pending_resizes.remove(&uid);
+                continue;
+            };
+            let (removed, evict) = {
+                let b = h.tx.borrow();
+                (b.removed, b.evict.clone())
+            };
+            let (pod, resize_pending) = self.allocate(pod, removed);
+            if resize_pending.as_ref() == Some(&before) {
+                continue;
+            }
+            if let Some(h) = self.workers.get(&uid) {
+                let _ = h.tx.send(PodUpdate {
+                    pod,
+                    removed,
+                    evict,
+                    resize_pending,
+                });
+            }
+        }
+    }
+
     /// The pods the eviction manager may evict: not removed, not being deleted, not already
     /// stopped by the kubelet, not in a terminal phase (`activePods`).
     fn active_pods(&self) -> Vec<Pod> {
@@ -267,7 +399,11 @@ impl PodWorkers {
             self.monitor.beat();
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = housekeeping.tick() => {}
+                _ = housekeeping.tick() => {
+                    if !self.pending_resizes.is_empty() {
+                        self.retry_pending_resizes();
+                    }
+                }
                 cmd = commands.recv(), if !commands.is_closed() => {
                     if let Some(cmd) = cmd { self.command(cmd); }
                 }
@@ -301,6 +437,8 @@ impl PodWorkers {
                         if self.workers.get(&uid).is_some_and(|h| h.tx.borrow().removed) {
                             self.workers.remove(&uid);
                             self.states.remove(&uid);
+                            self.ctx.allocation.remove_pod(&uid);
+                            self.pending_resizes.remove(&uid);
                         }
                     }
                 }
@@ -384,6 +522,10 @@ pub(super) struct PodWorker {
     pub(super) finished: bool,
     /// Where to report a finished eviction.
     evicted_tx: mpsc::UnboundedSender<String>,
+    /// An in-place resize is being applied (for the `ResizeCompleted` event).
+    pub(super) resizing: bool,
+    /// Why applying the last resize failed (the `PodResizeInProgress` condition's message).
+    pub(super) resize_error: Option<String>,
 }
 
 /// The API copy of the pod is in phase Succeeded or Failed.

@@ -2,15 +2,12 @@
 //! (`pkg/kubelet/status/generate.go`), container statuses (`convertToAPIContainerStatuses`).
 //! Everything the user reads in `kubectl get pods` comes from here.
 
+use super::container::{container_status, ephemeral_container_statuses, Kind};
+pub use super::container::{status_resources, volume_mount_statuses};
 use crate::pod::actions::Waiting;
-use crate::pod::runtime::{ContainerState, ContainerStatus as RtContainer, PodRuntimeStatus};
+use crate::pod::runtime::PodRuntimeStatus;
 use crate::prober::ProbeView;
-use k8s_openapi::api::core::v1::{
-    Container, ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
-    ResourceRequirements, VolumeMountStatus,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::{BTreeMap, HashMap};
 
@@ -28,6 +25,13 @@ pub const KUBELET_CONDITIONS: [&str; 5] = [
     "Ready",
     "ContainersReady",
     "PodScheduled",
+];
+
+/// The in-place resize condition types, owned by the kubelet too but carrying their own
+/// `observedGeneration` (the generation of the resize they are about).
+pub const RESIZE_CONDITIONS: [&str; 2] = [
+    crate::allocation::POD_RESIZE_PENDING,
+    crate::allocation::POD_RESIZE_IN_PROGRESS,
 ];
 
 /// Everything status generation reads besides the pod itself.
@@ -49,221 +53,12 @@ pub struct StatusInputs<'a> {
     pub now: Time,
     /// Probe results by container ID (readiness → `ready`, startup → `started`).
     pub probes: &'a HashMap<String, ProbeView>,
-}
-
-fn terminated_of(c: &RtContainer, runtime_name: &str) -> ContainerStateTerminated {
-    ContainerStateTerminated {
-        exit_code: c.exit_code,
-        reason: (!c.reason.is_empty()).then(|| c.reason.clone()),
-        message: (!c.message.is_empty()).then(|| c.message.clone()),
-        started_at: crate::time::from_unix_nanos(c.started_at),
-        finished_at: crate::time::from_unix_nanos(c.finished_at),
-        container_id: Some(format!("{runtime_name}://{}", c.id)),
-        signal: None,
-    }
-}
-
-fn api_state(c: &RtContainer, runtime_name: &str) -> ApiState {
-    match c.state {
-        ContainerState::Running => ApiState {
-            running: Some(ContainerStateRunning {
-                started_at: crate::time::from_unix_nanos(c.started_at),
-            }),
-            ..Default::default()
-        },
-        ContainerState::Exited => ApiState {
-            terminated: Some(terminated_of(c, runtime_name)),
-            ..Default::default()
-        },
-        ContainerState::Created => ApiState {
-            waiting: Some(ContainerStateWaiting::default()),
-            ..Default::default()
-        },
-        ContainerState::Unknown => ApiState {
-            terminated: Some(ContainerStateTerminated {
-                exit_code: 137,
-                reason: Some(REASON_CONTAINER_STATUS_UNKNOWN.into()),
-                message: Some(
-                    "The container could not be located when the pod was terminated".into(),
-                ),
-                container_id: Some(format!("{runtime_name}://{}", c.id)),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-    }
-}
-
-fn waiting_state(reason: &str, message: Option<String>) -> ApiState {
-    ApiState {
-        waiting: Some(ContainerStateWaiting {
-            reason: Some(reason.into()),
-            message,
-        }),
-        ..Default::default()
-    }
-}
-
-/// Which list of the pod spec a container comes from; it decides how `ready`, `started` and
-/// the restart policy read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Regular,
-    Init,
-    /// `spec.ephemeralContainers`: never restarted, never ready, no `started` (the Go prober
-    /// manager sets `started` and `ready` only for regular and init containers).
-    Ephemeral,
-}
-
-fn container_status(
-    pod: &Pod,
-    c: &Container,
-    kind: Kind,
-    default_reason: &str,
-    inp: &StatusInputs,
-) -> ContainerStatus {
-    let init = kind == Kind::Init;
-    let rt = inp.runtime;
-    let latest = rt.latest(&c.name);
-    let previous = rt.previous(&c.name);
-    let mut st = ContainerStatus {
-        name: c.name.clone(),
-        image: c.image.clone().unwrap_or_default(),
-        image_id: String::new(),
-        restart_count: 0,
-        ready: false,
-        started: Some(false),
-        state: Some(waiting_state(default_reason, None)),
-        volume_mounts: volume_mount_statuses(c),
-        ..Default::default()
-    };
-    if let Some(l) = latest {
-        let (resources, allocated) = status_resources(c);
-        st.resources = Some(resources);
-        st.allocated_resources = allocated;
-        if !l.image.is_empty() {
-            st.image = l.image.clone();
-        }
-        st.image_id = l.image_ref.clone();
-        st.container_id = Some(format!("{}://{}", inp.runtime_name, l.id));
-        st.restart_count = l.attempt as i32;
-        st.state = Some(api_state(l, inp.runtime_name));
-        // started: running and the startup probe (if any) succeeded; ready: started and the
-        // readiness probe (if any) succeeded (k/k prober_manager.go UpdatePodStatus).
-        let running = l.state == ContainerState::Running;
-        let view = inp.probes.get(&l.id).copied().unwrap_or_default();
-        let started = running && (c.startup_probe.is_none() || view.startup == Some(true));
-        st.started = Some(started);
-        st.ready = if init && !crate::pod::is_sidecar(c) {
-            l.state == ContainerState::Exited && l.exit_code == 0
-        } else {
-            started && (c.readiness_probe.is_none() || view.readiness == Some(true))
-        };
-        if let Some(p) = previous.filter(|p| p.state == ContainerState::Exited) {
-            st.last_state = Some(ApiState {
-                terminated: Some(terminated_of(p, inp.runtime_name)),
-                ..Default::default()
-            });
-        }
-    }
-    // A container that will be (re)started and whose last start failed is Waiting with that
-    // reason; the terminated instance moves to lastState (convertToAPIContainerStatuses).
-    let policy = if init && crate::pod::is_sidecar(c) {
-        "Always"
-    } else {
-        crate::pod::restart_policy(pod)
-    };
-    let policy = if init && !crate::pod::is_sidecar(c) && policy == "Always" {
-        "OnFailure"
-    } else if kind == Kind::Ephemeral {
-        "Never"
-    } else {
-        policy
-    };
-    if let Some(w) = inp.waiting.get(&c.name) {
-        if crate::pod::actions::should_restart(latest, policy) || latest.is_none() {
-            if let Some(s) = st.state.take() {
-                if s.terminated.is_some() {
-                    st.last_state = Some(s);
-                }
-            }
-            st.state = Some(waiting_state(
-                w.reason.as_str(),
-                Some(w.message.clone()).filter(|m| !m.is_empty()),
-            ));
-            st.ready = false;
-            st.started = Some(false);
-        }
-    }
-    if kind == Kind::Ephemeral {
-        st.ready = false;
-        st.started = None;
-    }
-    st
-}
-
-/// `status.volumeMounts` of a container: its spec's mounts (the CRI does not know volume
-/// names), read-only ones with `recursiveReadOnly: Disabled`, since no runtime deckhand runs on
-/// reports recursive read-only support (k/k `convertToAPIContainerStatuses`,
-/// RecursiveReadOnlyMounts, GA).
-pub fn volume_mount_statuses(c: &Container) -> Option<Vec<VolumeMountStatus>> {
-    let mounts: Vec<VolumeMountStatus> = c
-        .volume_mounts
-        .iter()
-        .flatten()
-        .map(|m| {
-            let ro = m.read_only == Some(true);
-            VolumeMountStatus {
-                name: m.name.clone(),
-                mount_path: m.mount_path.clone(),
-                read_only: ro.then_some(true),
-                recursive_read_only: ro.then(|| "Disabled".to_string()),
-                volume_status: None,
-            }
-        })
-        .collect();
-    (!mounts.is_empty()).then_some(mounts)
-}
-
-/// `resources` and `allocatedResources` of a container the runtime holds: the resources the
-/// kubelet allocated to it (its spec's, until in-place resize changes them) and their requests
-/// (k/k `convertContainerStatusResources`, InPlacePodVerticalScaling, GA: `resources: {}`
-/// for a container without any; `allocatedResources` left out without requests).
-pub fn status_resources(
-    c: &Container,
-) -> (ResourceRequirements, Option<BTreeMap<String, Quantity>>) {
-    let r = c.resources.clone().unwrap_or_default();
-    let allocated = r.requests.clone().filter(|m| !m.is_empty());
-    (r, allocated)
-}
-
-/// `status.ephemeralContainerStatuses` (k/k `convertStatusToAPIStatus`: the ephemeral
-/// containers converted to `v1.Container` and run through `convertToAPIContainerStatuses`):
-/// one status per `spec.ephemeralContainers` entry, the same shape as a regular container's
-/// (waiting `ContainerCreating`, or `PodInitializing` in a pod with init containers, until it
-/// has an instance; then running or terminated with `containerID`, `image`, `imageID`;
-/// `restartCount` 0 as it never restarts; `ready` false), sorted by name. None when the pod has
-/// no ephemeral containers. They count for neither the phase nor any condition.
-pub fn ephemeral_container_statuses(pod: &Pod, inp: &StatusInputs) -> Option<Vec<ContainerStatus>> {
-    let spec = pod.spec.as_ref()?;
-    let ecs = spec
-        .ephemeral_containers
-        .as_ref()
-        .filter(|e| !e.is_empty())?;
-    let default_reason = if spec.init_containers.as_ref().is_some_and(|i| !i.is_empty()) {
-        REASON_POD_INITIALIZING
-    } else {
-        REASON_CONTAINER_CREATING
-    };
-    let mut out: Vec<ContainerStatus> = ecs
-        .iter()
-        .map(|ec| {
-            let c = crate::pod::ephemeral_as_container(ec);
-            container_status(pod, &c, Kind::Ephemeral, default_reason, inp)
-        })
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Some(out)
+    /// The in-place resize conditions to report (`PodResizePending` from the allocation
+    /// decision, `PodResizeInProgress` while the runtime catches up).
+    pub resize: &'a [crate::allocation::ResizeCondition],
+    /// The resources the runtime was last given, by container name: a running container's
+    /// `status.containerStatuses[].resources`.
+    pub actuated: &'a BTreeMap<String, k8s_openapi::api::core::v1::ResourceRequirements>,
 }
 
 /// How `getPhase` counts one container.
@@ -462,7 +257,10 @@ pub fn generate_pod_status(pod: &Pod, inp: &StatusInputs) -> PodStatus {
     let now = &inp.now;
     let mut conditions: Vec<PodCondition> = old_conditions
         .iter()
-        .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()))
+        .filter(|c| {
+            !KUBELET_CONDITIONS.contains(&c.type_.as_str())
+                && !RESIZE_CONDITIONS.contains(&c.type_.as_str())
+        })
         .cloned()
         .collect();
     conditions.push(condition(
@@ -565,6 +363,12 @@ pub fn generate_pod_status(pod: &Pod, inp: &StatusInputs) -> PodStatus {
             .unwrap_or_else(|| condition(&old_conditions, "PodScheduled", true, None, None, now)),
     );
 
+    conditions.extend(
+        inp.resize
+            .iter()
+            .map(|r| r.to_pod_condition(&old_conditions, now)),
+    );
+
     // IPs.
     let host_net = crate::pod::host_network(pod);
     let mut pod_ips: Vec<String> = vec![];
@@ -607,73 +411,15 @@ pub fn generate_pod_status(pod: &Pod, inp: &StatusInputs) -> PodStatus {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::pod::runtime::SandboxStatus;
+    use crate::pod::runtime::{ContainerState, ContainerStatus as RtContainer};
+    use k8s_openapi::api::core::v1::Container;
     use k8s_openapi::api::core::v1::PodSpec;
     use k8s_openapi::jiff::Timestamp;
 
-    #[test]
-    fn running_containers_report_resources_and_volume_mounts_like_the_go_kubelet() {
-        let mut p = pod("Always", &["main", "plain", "later"]);
-        let spec = p.spec.as_mut().unwrap();
-        spec.containers[0] = serde_json::from_value(serde_json::json!({
-            "name": "main", "image": "busybox",
-            "resources": {"requests": {"cpu": "20m", "memory": "35Mi"},
-                          "limits": {"cpu": "30m", "memory": "45Mi"}},
-            "volumeMounts": [{"name": "data", "mountPath": "/data"},
-                             {"name": "token", "mountPath": "/var/run/secrets/x", "readOnly": true}],
-        }))
-        .unwrap();
-        let r = rt(
-            vec![
-                rtc("main", ContainerState::Running, 0),
-                rtc("plain", ContainerState::Running, 0),
-            ],
-            true,
-        );
-        let st = gen(&p, &r, &BTreeMap::new(), false);
-        let cs = |n: &str| {
-            st.container_statuses
-                .as_ref()
-                .unwrap()
-                .iter()
-                .find(|c| c.name == n)
-                .unwrap()
-                .clone()
-        };
-        let v = serde_json::to_value(cs("main")).unwrap();
-        assert_eq!(
-            v["resources"],
-            serde_json::json!({"requests": {"cpu": "20m", "memory": "35Mi"},
-                               "limits": {"cpu": "30m", "memory": "45Mi"}})
-        );
-        assert_eq!(
-            v["allocatedResources"],
-            serde_json::json!({"cpu": "20m", "memory": "35Mi"})
-        );
-        assert_eq!(
-            v["volumeMounts"],
-            serde_json::json!([{"name": "data", "mountPath": "/data"},
-                {"name": "token", "mountPath": "/var/run/secrets/x", "readOnly": true,
-                 "recursiveReadOnly": "Disabled"}])
-        );
-        let v = serde_json::to_value(cs("plain")).unwrap();
-        assert_eq!(
-            v["resources"],
-            serde_json::json!({}),
-            "resources: {{}} without any"
-        );
-        assert!(v.get("allocatedResources").is_none());
-        assert!(v.get("volumeMounts").is_none());
-        let v = serde_json::to_value(cs("later")).unwrap();
-        assert!(
-            v.get("resources").is_none(),
-            "a container the runtime does not hold yet has none"
-        );
-    }
-
-    fn pod(policy: &str, names: &[&str]) -> Pod {
+    pub(crate) fn pod(policy: &str, names: &[&str]) -> Pod {
         let mut p = Pod::default();
         p.metadata.name = Some("p".into());
         p.metadata.namespace = Some("ns".into());
@@ -693,7 +439,7 @@ mod tests {
         p
     }
 
-    fn rtc(name: &str, state: ContainerState, exit: i32) -> RtContainer {
+    pub(crate) fn rtc(name: &str, state: ContainerState, exit: i32) -> RtContainer {
         RtContainer {
             id: format!("id-{name}"),
             sandbox_id: "s".into(),
@@ -720,7 +466,7 @@ mod tests {
         }
     }
 
-    fn rt(cs: Vec<RtContainer>, sandbox_ready: bool) -> PodRuntimeStatus {
+    pub(crate) fn rt(cs: Vec<RtContainer>, sandbox_ready: bool) -> PodRuntimeStatus {
         PodRuntimeStatus {
             sandboxes: vec![SandboxStatus {
                 id: "s".into(),
@@ -734,7 +480,7 @@ mod tests {
         }
     }
 
-    fn gen(
+    pub(crate) fn gen(
         p: &Pod,
         r: &PodRuntimeStatus,
         waiting: &BTreeMap<String, Waiting>,
@@ -751,11 +497,13 @@ mod tests {
                 terminal,
                 now: Time(Timestamp::from_second(100).unwrap()),
                 probes: &HashMap::new(),
+                resize: &[],
+                actuated: &BTreeMap::new(),
             },
         )
     }
 
-    fn cond<'a>(s: &'a PodStatus, t: &str) -> &'a PodCondition {
+    pub(crate) fn cond<'a>(s: &'a PodStatus, t: &str) -> &'a PodCondition {
         s.conditions
             .as_ref()
             .unwrap()
@@ -897,6 +645,8 @@ mod tests {
                 terminal: false,
                 now: Time(Timestamp::from_second(200).unwrap()),
                 probes: &HashMap::new(),
+                resize: &[],
+                actuated: &BTreeMap::new(),
             },
         );
         assert_eq!(s1, s2, "an unchanged pod must produce an identical status");
@@ -928,139 +678,6 @@ mod tests {
             &rt(vec![rtc("a", ContainerState::Exited, 0)], false),
             &BTreeMap::new(),
             true,
-        );
-        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
-    }
-
-    fn with_debugger(mut p: Pod) -> Pod {
-        p.spec.as_mut().unwrap().ephemeral_containers =
-            Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
-                name: "debugger".into(),
-                image: Some("busybox".into()),
-                target_container_name: Some("a".into()),
-                ..Default::default()
-            }]);
-        p
-    }
-
-    #[test]
-    fn ephemeral_container_statuses_have_the_regular_shape_and_never_count_for_readiness() {
-        use crate::pod::actions::WaitingReason;
-        let image_err = || {
-            let mut w = BTreeMap::new();
-            w.insert(
-                "debugger".to_string(),
-                Waiting {
-                    reason: WaitingReason::InvalidImageName,
-                    message: "Failed to apply default image tag".into(),
-                },
-            );
-            w
-        };
-        // (case, policy, debugger instance, waiting, expected state[:reason or exit code])
-        type Case = (
-            &'static str,
-            &'static str,
-            Option<RtContainer>,
-            BTreeMap<String, Waiting>,
-            &'static str,
-        );
-        let cases: Vec<Case> = vec![
-            (
-                "not started yet",
-                "Always",
-                None,
-                BTreeMap::new(),
-                "waiting:ContainerCreating",
-            ),
-            (
-                "bad image",
-                "Always",
-                None,
-                image_err(),
-                "waiting:InvalidImageName",
-            ),
-            (
-                "running",
-                "Always",
-                Some(rtc("debugger", ContainerState::Running, 0)),
-                BTreeMap::new(),
-                "running",
-            ),
-            (
-                "exited under restartPolicy Always: terminated, not waiting to restart",
-                "Always",
-                Some(rtc("debugger", ContainerState::Exited, 1)),
-                BTreeMap::new(),
-                "terminated:1",
-            ),
-        ];
-        for (case, policy, dbg, waiting, want) in cases {
-            let p = with_debugger(pod(policy, &["a"]));
-            let mut cs = vec![rtc("a", ContainerState::Running, 0)];
-            cs.extend(dbg.clone());
-            let s = gen(&p, &rt(cs, true), &waiting, false);
-            assert_eq!(s.phase.as_deref(), Some("Running"), "{case}");
-            assert_eq!(
-                cond(&s, "Ready").status,
-                "True",
-                "{case}: readiness ignores it"
-            );
-            assert_eq!(cond(&s, "ContainersReady").status, "True", "{case}");
-            assert_eq!(s.container_statuses.as_ref().unwrap().len(), 1, "{case}");
-            let es = s.ephemeral_container_statuses.as_ref().expect(case);
-            assert_eq!(es.len(), 1, "{case}");
-            let e = &es[0];
-            assert_eq!(e.name, "debugger");
-            assert_eq!(e.restart_count, 0, "{case}");
-            assert!(!e.ready, "{case}");
-            assert_eq!(e.started, None, "{case}");
-            let st = e.state.clone().unwrap();
-            let got = if let Some(w) = &st.waiting {
-                format!("waiting:{}", w.reason.as_deref().unwrap_or(""))
-            } else if st.running.is_some() {
-                "running".to_string()
-            } else {
-                format!("terminated:{}", st.terminated.as_ref().unwrap().exit_code)
-            };
-            assert_eq!(got, want, "{case}");
-            if dbg.is_some() {
-                assert_eq!(
-                    e.container_id.as_deref(),
-                    Some("containerd://id-debugger"),
-                    "{case}"
-                );
-                assert_eq!(e.image, "docker.io/library/busybox:latest", "{case}");
-                assert_eq!(e.image_id, "docker.io/library/busybox@sha256:abc", "{case}");
-            } else {
-                assert_eq!(e.image, "busybox", "{case}");
-                assert_eq!(e.container_id, None, "{case}");
-            }
-        }
-        // No ephemeral containers: no list at all (the field stays absent).
-        let s = gen(
-            &pod("Always", &["a"]),
-            &rt(vec![rtc("a", ContainerState::Running, 0)], true),
-            &BTreeMap::new(),
-            false,
-        );
-        assert_eq!(s.ephemeral_container_statuses, None);
-    }
-
-    #[test]
-    fn an_ephemeral_container_does_not_change_the_phase_of_a_finished_pod() {
-        let p = with_debugger(pod("Never", &["a"]));
-        let s = gen(
-            &p,
-            &rt(
-                vec![
-                    rtc("a", ContainerState::Exited, 0),
-                    rtc("debugger", ContainerState::Running, 0),
-                ],
-                true,
-            ),
-            &BTreeMap::new(),
-            false,
         );
         assert_eq!(s.phase.as_deref(), Some("Succeeded"));
     }

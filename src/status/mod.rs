@@ -1,6 +1,7 @@
 //! Pod status: pure generation from spec + runtime state ([`generate`]) and the writer that
 //! sends it to the API server ([`manager`]) — the Go kubelet's `pkg/kubelet/status`.
 
+pub mod container;
 pub mod generate;
 pub mod manager;
 

@@ -1,0 +1,337 @@
+//! The harness of the component tests: pod workers over the fake runtime and an in-memory
+//! API server, and the helpers the scenarios share.
+
+pub(crate) use deckhand::cri::fake::FakeRuntime;
+use deckhand::pod::workers::{PodWorkers, SyncContext};
+pub(crate) use deckhand::source::PodEvent;
+use deckhand::status::StatusManager;
+use deckhand::time::TokioClock;
+pub(crate) use k8s_openapi::api::core::v1::Pod;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+pub(crate) use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) const NODE: &str = "node-1";
+
+/// What the in-memory API server was asked to do.
+#[derive(Default)]
+pub(crate) struct ApiRecord {
+    /// The newest status of each pod (by name), merged from the status patches.
+    pub(crate) statuses: BTreeMap<String, Value>,
+    /// Every status patch's result (pod name, merged status), in order.
+    pub(crate) history: Vec<(String, Value)>,
+    /// Pods deleted (by name), in order.
+    pub(crate) deleted: Vec<String>,
+    /// Event reasons, in order.
+    pub(crate) events: Vec<String>,
+}
+
+/// RFC 7386 merge of `patch` into `target`.
+pub(crate) fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+pub(crate) fn fake_api() -> (kube::Client, Arc<Mutex<ApiRecord>>) {
+    let record = Arc::new(Mutex::new(ApiRecord::default()));
+    let rec = record.clone();
+    let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let rec = rec.clone();
+        async move {
+            use http_body_util::BodyExt;
+            let method = req.method().clone();
+            let path = req.uri().path().to_string();
+            let body = req.into_body().collect().await?.to_bytes();
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+            // api/v1/namespaces/<ns>/<resource>/<name>[/<sub>]
+            let (ns, resource, name, sub) = (
+                parts.get(3).copied().unwrap_or(""),
+                parts.get(4).copied().unwrap_or(""),
+                parts.get(5).copied().unwrap_or(""),
+                parts.get(6).copied().unwrap_or(""),
+            );
+            let pod = |status: Value| {
+                json!({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": name, "namespace": ns}, "status": status})
+            };
+            let (code, out) = match (method.as_str(), resource, sub) {
+                ("PATCH", "pods", "status") => {
+                    let mut r = rec.lock().unwrap();
+                    let st = r.statuses.entry(name.to_string()).or_insert(json!({}));
+                    merge(st, &body["status"]);
+                    let st = st.clone();
+                    r.history.push((name.to_string(), st.clone()));
+                    (200, pod(st))
+                }
+                ("DELETE", "pods", "") => {
+                    rec.lock().unwrap().deleted.push(name.to_string());
+                    (200, pod(Value::Null))
+                }
+                ("POST", "events", _) => {
+                    let reason = body["reason"].as_str().unwrap_or("").to_string();
+                    rec.lock().unwrap().events.push(reason);
+                    (201, body)
+                }
+                ("PATCH", "events", _) => (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "Event",
+                    "metadata": {"name": name, "namespace": ns}, "involvedObject": {}}),
+                ),
+                _ => (
+                    404,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": format!("{path} not found"), "reason": "NotFound", "code": 404}),
+                ),
+            };
+            let resp = http::Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(http_body_util::Full::new(bytes::Bytes::from(
+                    serde_json::to_vec(&out).unwrap(),
+                )))
+                .unwrap();
+            Ok::<_, tower::BoxError>(resp)
+        }
+    });
+    (kube::Client::new(svc, "default"), record)
+}
+
+/// A fake runtime whose clock follows tokio's (paused) time.
+pub(crate) fn fake_runtime() -> FakeRuntime {
+    FakeRuntime::with_clock(Arc::new(TokioClock::new()))
+}
+
+/// The Node the workers admit pods against: 2 cores, 4 GiB, 110 pods, no taints.
+pub(crate) fn node_object() -> k8s_openapi::api::core::v1::Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": NODE, "labels": {"kubernetes.io/os": "linux", "kubernetes.io/hostname": NODE}},
+        "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110", "ephemeral-storage": "10Gi"}},
+    }))
+    .unwrap()
+}
+
+/// A running set of pod workers over the fake runtime and the in-memory API server.
+pub(crate) struct Harness {
+    pub(crate) runtime: FakeRuntime,
+    pub(crate) api: Arc<Mutex<ApiRecord>>,
+    pub(crate) pods: mpsc::Sender<PodEvent>,
+    pub(crate) pleg: mpsc::Sender<String>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) _dir: TempDir,
+}
+
+pub(crate) struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Harness {
+    /// Pod workers on `runtime` (a new one, or one kept from a previous harness: a deckhand
+    /// restart).
+    pub(crate) async fn start(runtime: FakeRuntime) -> Harness {
+        let dir =
+            std::env::temp_dir().join(format!("deckhand-component-{:08x}", rand::random::<u32>()));
+        std::fs::create_dir_all(dir.join("logs/pods")).unwrap();
+        let (client, api) = fake_api();
+        let status = StatusManager::new(client.clone());
+        let cancel = CancellationToken::new();
+        {
+            let status = status.clone();
+            let c = cancel.clone();
+            tokio::spawn(async move { status.run(c).await });
+        }
+        let ctx = Arc::new(SyncContext {
+            client: client.clone(),
+            cri: runtime.client().await,
+            status,
+            recorder: deckhand::events::EventRecorder::start(client.clone(), NODE),
+            node_name: NODE.into(),
+            node_ips: vec!["10.250.0.1".into()],
+            root_dir: dir.join("root"),
+            pod_logs_dir: dir.join("logs/pods").display().to_string(),
+            runtime_name: "fake".into(),
+            pull_lock: tokio::sync::Mutex::new(()),
+            services: None,
+            node_allocatable_milli: BTreeMap::new(),
+            dns: Default::default(),
+            cgroups: None,
+            cgroup_driver: deckhand::cm::CgroupDriver::Cgroupfs,
+            memory_capacity_bytes: 8 << 30,
+            pressure: None,
+            clock: runtime.clock(),
+            tasks: deckhand::tasks::Tasks::new(),
+            node: tokio::sync::watch::channel(Some(Arc::new(node_object()))).1,
+            allocation: deckhand::allocation::AllocationManager::load(Some(&dir.join("root"))),
+        });
+        let (pods, pods_rx) = mpsc::channel(16);
+        let (pleg, pleg_rx) = mpsc::channel(16);
+        let (commands, commands_rx) = mpsc::channel(1);
+        drop(commands);
+        let workers = PodWorkers::new(ctx);
+        let c = cancel.clone();
+        tokio::spawn(async move { workers.run(pods_rx, pleg_rx, commands_rx, c).await });
+        Harness {
+            runtime,
+            api,
+            pods,
+            pleg,
+            cancel,
+            _dir: TempDir(dir),
+        }
+    }
+
+    /// Sends `pod` to the workers; the in-memory API server holds its status from then on (a
+    /// status patch merges onto it, as on the real server).
+    pub(crate) async fn apply(&self, pod: &Pod) {
+        let name = pod.metadata.name.clone().unwrap();
+        let status = serde_json::to_value(pod.status.clone().unwrap_or_default()).unwrap();
+        self.api
+            .lock()
+            .unwrap()
+            .statuses
+            .entry(name)
+            .or_insert(status);
+        self.pods.send(PodEvent::Apply(pod.clone())).await.unwrap();
+    }
+
+    /// Tells the workers the runtime changed for `pod` (what PLEG does on a container event).
+    pub(crate) async fn poke(&self, pod: &Pod) {
+        let uid = pod.metadata.uid.clone().unwrap();
+        self.pleg.send(uid).await.unwrap();
+    }
+
+    pub(crate) fn phase(&self, name: &str) -> Option<String> {
+        let r = self.api.lock().unwrap();
+        r.statuses.get(name)?["phase"].as_str().map(String::from)
+    }
+
+    /// Waits (up to `timeout`) until pod `name`'s API status has phase `phase`, and returns it.
+    pub(crate) async fn status_in_phase(
+        &self,
+        name: &str,
+        phase: &str,
+        timeout: Duration,
+    ) -> Value {
+        eventually(timeout, &format!("pod {name} in phase {phase}"), || {
+            let r = self.api.lock().unwrap();
+            let st = r.statuses.get(name)?.clone();
+            (st["phase"] == phase).then_some(st)
+        })
+        .await
+    }
+
+    /// The API status of container `container` of pod `name` (regular, init or ephemeral).
+    pub(crate) fn container_status(&self, name: &str, container: &str) -> Option<Value> {
+        let r = self.api.lock().unwrap();
+        let st = r.statuses.get(name)?;
+        [
+            "containerStatuses",
+            "initContainerStatuses",
+            "ephemeralContainerStatuses",
+        ]
+        .iter()
+        .filter_map(|k| st[*k].as_array())
+        .flatten()
+        .find(|c| c["name"] == container)
+        .cloned()
+    }
+
+    /// The waiting reason and message of container `container` of pod `name`.
+    pub(crate) fn waiting(&self, name: &str, container: &str) -> Option<(String, String)> {
+        let c = self.container_status(name, container)?;
+        let w = c["state"].get("waiting")?;
+        Some((
+            w["reason"].as_str().unwrap_or("").into(),
+            w["message"].as_str().unwrap_or("").into(),
+        ))
+    }
+
+    pub(crate) fn events(&self) -> Vec<String> {
+        self.api.lock().unwrap().events.clone()
+    }
+
+    pub(crate) fn deleted(&self, name: &str) -> bool {
+        self.api.lock().unwrap().deleted.iter().any(|d| d == name)
+    }
+
+    pub(crate) async fn stop(self) {
+        self.cancel.cancel();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Polls `check` every 20 ms for up to `timeout`.
+pub(crate) async fn eventually<T>(
+    timeout: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub(crate) fn pod(name: &str, restart_policy: &str, extra: Value) -> Pod {
+    let mut spec = json!({
+        "nodeName": NODE,
+        "restartPolicy": restart_policy,
+        "terminationGracePeriodSeconds": 30,
+        "containers": [{"name": "main", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent",
+                        "command": ["sleep", "3600"]}],
+    });
+    merge(&mut spec, &extra);
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }))
+    .unwrap()
+}
+
+/// Lets the runtime's container `name` of `h` exit with `code`, tells the worker, and waits for
+/// the pod's phase to become `phase`.
+pub(crate) async fn exit_and_wait(h: &Harness, p: &Pod, container: &str, code: i32, phase: &str) {
+    let c = eventually(Duration::from_secs(10), "the container runs", || {
+        h.runtime.running(container)
+    })
+    .await;
+    h.runtime.exit(&c.id, code);
+    h.poke(p).await;
+    eventually(Duration::from_secs(10), &format!("phase {phase}"), || {
+        (h.phase(p.metadata.name.as_deref().unwrap()).as_deref() == Some(phase)).then_some(())
+    })
+    .await;
+}
+
+/// Pokes the workers a few times over `d`, as PLEG relists and resyncs would.
+pub(crate) async fn keep_poking(h: &Harness, p: &Pod, d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        h.poke(p).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

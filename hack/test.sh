@@ -4,7 +4,8 @@
 #
 # On a fresh Debian machine (as root) it installs what it needs, builds the control plane from
 # the pinned Kubernetes Go modules (cached), brings the cluster up with hack/local-up.sh, runs
-# `cargo test --release` (unit, component and e2e tests), and brings the cluster down again if
+# `cargo test --release` (unit, component and e2e tests), then the upstream [sig-node] conformance
+# tests (hack/conformance.sh; CONFORMANCE=0 leaves them out), and brings the cluster down again if
 # it started it. If the cluster was already up, deckhand is restarted from the current source and
 # the cluster is left up.  KEEP_CLUSTER=1 leaves a cluster this script started running.
 set -euo pipefail
@@ -56,3 +57,13 @@ trap cleanup EXIT
 
 log "all tests (unit, component, end-to-end against the real cluster)"
 cargo test --release --tests --no-fail-fast -- --test-threads="${E2E_THREADS:-4}"
+
+# The upstream check (issue 13): the [sig-node] conformance tests of k8s.io/kubernetes test/e2e at
+# the pinned version, in parallel, against this cluster. Any failure that is not on the commented
+# list of harness-caused ones fails the run. e2e.test, ginkgo and the e2e images are built here the
+# first time (cached). CONFORMANCE=0 leaves it out (a quick local iteration, not CI).
+if [ "${CONFORMANCE:-1}" != 0 ]; then
+  log "upstream conformance: the [sig-node] conformance tests (hack/conformance.sh --sig-node)"
+  hack/conformance.sh --sig-node --procs "${CONFORMANCE_PROCS:-4}" \
+    --known-failures hack/conformance-known-failures.txt
+fi

@@ -69,7 +69,47 @@ fn with_port(
     })
 }
 
-/// Runs one probe of `container`; returns (success, output for the event).
+/// The result of one probe run (k/k `probe.Result` and the runner's error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    /// The check passed.
+    Success(String),
+    /// The check ran and failed, with its output.
+    Failure(String),
+    /// The check could not run (a port name the container does not declare, a runtime error
+    /// other than a timeout): Go's `probe.Unknown` with an error, counted as a failure.
+    Error(String),
+}
+
+impl ProbeOutcome {
+    fn of((ok, out): (bool, String)) -> Self {
+        if ok {
+            ProbeOutcome::Success(out)
+        } else {
+            ProbeOutcome::Failure(out)
+        }
+    }
+
+    /// Whether the probe succeeded.
+    pub fn ok(&self) -> bool {
+        matches!(self, ProbeOutcome::Success(_))
+    }
+
+    /// The `Unhealthy` Warning event's message for a `kind` probe (`Liveness`, ...), as the
+    /// Go prober words it (k/k `prober.probe`): `<kind> probe failed: <output>`, or
+    /// `<kind> probe errored and resulted in unknown state: <error>`; none on success.
+    pub fn event_message(&self, kind: impl std::fmt::Display) -> Option<String> {
+        match self {
+            ProbeOutcome::Success(_) => None,
+            ProbeOutcome::Failure(out) => Some(format!("{kind} probe failed: {out}")),
+            ProbeOutcome::Error(e) => Some(format!(
+                "{kind} probe errored and resulted in unknown state: {e}"
+            )),
+        }
+    }
+}
+
+/// Runs one probe of `container`.
 pub async fn run(
     p: &Probe,
     container: &Container,
@@ -77,20 +117,15 @@ pub async fn run(
     container_id: &str,
     pod_ip: &str,
     timeout: Duration,
-) -> (bool, String) {
+) -> ProbeOutcome {
     if let Some(e) = &p.exec {
-        return exec(
-            cri,
-            container_id,
-            e.command.clone().unwrap_or_default(),
-            timeout,
-        )
-        .await;
+        let cmd = e.command.clone().unwrap_or_default();
+        return exec_outcome(cri, container_id, cmd, timeout).await;
     }
     if let Some(h) = &p.http_get {
         return match with_port(h, container, resolve_probe_port) {
-            Ok(h) => http_get(&h, pod_ip, None, timeout).await,
-            Err(e) => (false, e),
+            Ok(h) => ProbeOutcome::of(http_get(&h, pod_ip, None, timeout).await),
+            Err(e) => ProbeOutcome::Error(e),
         };
     }
     if let Some(t) = &p.tcp_socket {
@@ -100,42 +135,57 @@ pub async fn run(
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| pod_ip.to_string());
         return match resolve_probe_port(&t.port, container) {
-            Ok(port) => tcp(&host, port, timeout).await,
-            Err(e) => (false, e),
+            Ok(port) => ProbeOutcome::of(tcp(&host, port, timeout).await),
+            Err(e) => ProbeOutcome::Error(e),
         };
     }
     if let Some(g) = &p.grpc {
-        return grpc(
-            pod_ip,
-            g.port,
-            g.service.clone().unwrap_or_default(),
-            timeout,
-        )
-        .await;
+        return ProbeOutcome::of(
+            grpc(
+                pod_ip,
+                g.port,
+                g.service.clone().unwrap_or_default(),
+                timeout,
+            )
+            .await,
+        );
     }
-    (false, "probe has no handler".into())
+    ProbeOutcome::Failure("probe has no handler".into())
 }
 
-/// Exec handler through CRI ExecSync: success when the command exits 0; the output is the
-/// command's stdout and stderr.
+/// Exec through CRI ExecSync: success when the command exits 0, a failure otherwise or when it
+/// times out (`command timed out`); the output is the command's stdout and stderr. Any other
+/// runtime error is an error (k/k `execprobe`: `probe.Unknown` with the error).
+async fn exec_outcome(
+    cri: &CriClient,
+    container_id: &str,
+    cmd: Vec<String>,
+    timeout: Duration,
+) -> ProbeOutcome {
+    let secs = timeout.as_secs().max(1) as i64;
+    match cri.exec_sync(container_id, cmd.clone(), secs).await {
+        Ok(r) => {
+            let mut out = String::from_utf8_lossy(&r.stdout).to_string();
+            out.push_str(&String::from_utf8_lossy(&r.stderr));
+            ProbeOutcome::of((r.exit_code == 0, out))
+        }
+        Err(crate::cri::CriError::DeadlineExceeded { .. }) => {
+            ProbeOutcome::Failure(format!("command timed out: command {cmd:?} timed out"))
+        }
+        Err(e) => ProbeOutcome::Error(e.desc()),
+    }
+}
+
+/// Exec handler (probes and hooks): (success, output or error).
 pub async fn exec(
     cri: &CriClient,
     container_id: &str,
     cmd: Vec<String>,
     timeout: Duration,
 ) -> (bool, String) {
-    let secs = timeout.as_secs().max(1) as i64;
-    match cri.exec_sync(container_id, cmd.clone(), secs).await {
-        Ok(r) => {
-            let mut out = String::from_utf8_lossy(&r.stdout).to_string();
-            out.push_str(&String::from_utf8_lossy(&r.stderr));
-            (r.exit_code == 0, out)
-        }
-        Err(crate::cri::CriError::DeadlineExceeded { .. }) => (
-            false,
-            format!("command timed out: command {cmd:?} timed out"),
-        ),
-        Err(e) => (false, e.desc()),
+    match exec_outcome(cri, container_id, cmd, timeout).await {
+        ProbeOutcome::Success(o) => (true, o),
+        ProbeOutcome::Failure(o) | ProbeOutcome::Error(o) => (false, o),
     }
 }
 
@@ -474,6 +524,33 @@ pub async fn run_hook(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_probe_that_cannot_run_errored_and_says_so_as_the_go_prober_does() {
+        let c: Container = serde_json::from_value(serde_json::json!({"name": "web"})).unwrap();
+        let p: Probe = serde_json::from_value(serde_json::json!({
+            "tcpSocket": {"port": "grpc"}}))
+        .unwrap();
+        let cri = CriClient::from_channel(
+            tonic::transport::Endpoint::from_static("http://127.0.0.1:1").connect_lazy(),
+        );
+        let out = run(&p, &c, &cri, "id", "127.0.0.1", Duration::from_secs(1)).await;
+        assert!(!out.ok());
+        assert_eq!(
+            out.event_message("Liveness").as_deref(),
+            Some("Liveness probe errored and resulted in unknown state: strconv.Atoi: parsing \"grpc\": invalid syntax")
+        );
+        let cases = [
+            (ProbeOutcome::Success("ok".into()), None),
+            (
+                ProbeOutcome::Failure("HTTP probe failed with statuscode: 500".into()),
+                Some("Readiness probe failed: HTTP probe failed with statuscode: 500"),
+            ),
+        ];
+        for (o, want) in cases {
+            assert_eq!(o.event_message("Readiness").as_deref(), want);
+        }
+    }
 
     #[test]
     fn named_ports_resolve_as_the_go_kubelet_resolves_them() {

@@ -325,7 +325,7 @@ impl ProbeTask {
                 _ = cancel.cancelled() => return,
                 _ = ticker.tick() => {}
             }
-            let (ok, output) = handlers::run(
+            let outcome = handlers::run(
                 &self.probe,
                 &self.container,
                 &self.env.cri,
@@ -334,13 +334,14 @@ impl ProbeTask {
                 s.timeout,
             )
             .await;
-            if !ok {
+            let ok = outcome.ok();
+            if let Some(msg) = outcome.event_message(self.kind) {
                 self.env.recorder.pod(
                     &self.pod,
                     Some(&self.container.name),
                     true,
                     REASON_UNHEALTHY,
-                    format!("{} probe failed: {}", self.kind, output),
+                    msg,
                 );
             }
             if let Some(result) = counter.observe(ok) {

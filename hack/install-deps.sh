@@ -4,10 +4,12 @@
 #
 # Every program a test or the harness calls comes from this list (or from a build script of the
 # project: hack/build-k8s.sh for etcd/kube-apiserver/kube-controller-manager/kubectl/kube-proxy,
-# hack/build-crictl.sh for crictl); no test relies on what happens to be on the machine.
+# hack/build-crictl.sh for crictl, hack/build-coredns.sh for coredns: Go from the machine, modules
+# from the Go module proxy); no test relies on what happens to be on the machine.
 #   containerd runc containernetworking-plugins  the runtime and CNI (local-up; every e2e test)
 #   docker-registry skopeo umoci busybox-static   the local registries and the images built here
-#                                                 (local-up; e2e_gc and e2e_podspec call skopeo/umoci)
+#                                                 (local-up; e2e_gc and e2e_podspec call skopeo/umoci;
+#                                                 busybox's nslookup is e2e_dns's client)
 #   iptables iproute2 kmod                        network, guards, hostPort (local-up; e2e_network)
 #   openssl                                       PKI (local-up); e2e_join and e2e_server certificates
 #   curl                                          e2e_server (the :10250 server), local-up health checks

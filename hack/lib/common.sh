@@ -43,6 +43,11 @@ REGISTRY_AUTH_DIR="$STATE/registry-auth"
 REGISTRY_AUTH_CREDS_FILE="$REGISTRY_AUTH_DIR/creds"
 REGISTRY_AUTH_USER=deckhand
 KUBE_PROXY_IMAGE=registry.k8s.io/kube-proxy:$KUBE_VERSION
+# cluster DNS (hack/manifests/coredns.yaml): the kube-dns Service's ClusterIP is the kubelet's
+# clusterDNS, the tenth address of the Service CIDR as kubeadm picks it
+COREDNS_IMAGE=registry.k8s.io/coredns/coredns:$COREDNS_VERSION
+CLUSTER_DNS=10.96.0.10
+CLUSTER_DOMAIN=cluster.local
 SANDBOX_IMAGE=registry.k8s.io/pause:3.10
 API_PORT=6443
 API_SERVER="https://$NODE_IP:$API_PORT"
@@ -168,11 +173,16 @@ step_deps() {
     flock -w 3600 9 || die "timed out waiting for another hack/build-k8s.sh"
     "$ROOT/hack/build-k8s.sh"
   ) 9>"$ROOT/_output/.build-k8s.lock" || die "hack/build-k8s.sh failed"
+  log "CoreDNS $COREDNS_VERSION (hack/build-coredns.sh)"
+  (
+    flock -w 3600 9 || die "timed out waiting for another hack/build-coredns.sh"
+    "$ROOT/hack/build-coredns.sh"
+  ) 9>"$ROOT/_output/.build-coredns.lock" || die "hack/build-coredns.sh failed"
   # crictl is optional (debugging, and a CRI cleanup path for `down`)
   "$ROOT/hack/build-crictl.sh" || warn "crictl could not be built; continuing without it"
   local b
-  for b in etcd kube-apiserver kube-controller-manager kubectl kube-proxy; do
-    [ -x "$BIN/$b" ] || die "$BIN/$b is missing after hack/build-k8s.sh"
+  for b in etcd kube-apiserver kube-controller-manager kubectl kube-proxy coredns; do
+    [ -x "$BIN/$b" ] || die "$BIN/$b is missing after hack/build-k8s.sh and hack/build-coredns.sh"
   done
 }
 
@@ -200,6 +210,9 @@ REGISTRY=$REGISTRY
 REGISTRY_AUTH=$REGISTRY_AUTH
 REGISTRY_AUTH_CREDS_FILE=$REGISTRY_AUTH_CREDS_FILE
 KUBE_PROXY_IMAGE=$KUBE_PROXY_IMAGE
+COREDNS_IMAGE=$COREDNS_IMAGE
+CLUSTER_DNS=$CLUSTER_DNS
+CLUSTER_DOMAIN=$CLUSTER_DOMAIN
 SANDBOX_IMAGE=$SANDBOX_IMAGE
 CNI_CONF=$CNI_CONF
 CA_CERT=$PKI/ca.crt

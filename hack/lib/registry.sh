@@ -94,10 +94,10 @@ step_images() {
     "$ROOT/hack/images/build-images.sh" 2>&1 | sed 's/^/    /'
   # prove the mirror mapping through the CRI plugin's own image store (namespace k8s.io)
   local img
-  for img in docker.io/library/busybox:latest "$SANDBOX_IMAGE" "$KUBE_PROXY_IMAGE"; do
+  for img in docker.io/library/busybox:latest "$SANDBOX_IMAGE" "$KUBE_PROXY_IMAGE" "$COREDNS_IMAGE"; do
     ctr --address "$CRI_SOCK" -n k8s.io images pull --hosts-dir "$CERTS_D" "$img" >/dev/null 2>"$STATE/pull.err" ||
       { cat "$STATE/pull.err" >&2; die "containerd could not pull $img from the local registry"; }
   done
   rm -f "$STATE/pull.err"
-  log "images: docker.io/library/busybox:latest, $SANDBOX_IMAGE and $KUBE_PROXY_IMAGE pull from $REGISTRY"
+  log "images: docker.io/library/busybox:latest, $SANDBOX_IMAGE, $KUBE_PROXY_IMAGE and $COREDNS_IMAGE pull from $REGISTRY"
 }

@@ -145,6 +145,10 @@ wait_coredns() {
     warn "coredns: deckhand does not run; the Deployment's pod will start when it does"
     return 0
   fi
+  if [ "$DECKHAND_WAIT_NODE" = 0 ]; then
+    log "coredns: not waiting for the Deployment (DECKHAND_WAIT_NODE=0: the node may not be Ready yet)"
+    return 0
+  fi
   log "coredns: waiting up to ${timeout}s for Deployment kube-system/coredns to be available"
   for i in $(seq 1 "$timeout"); do
     coredns_available && { log "coredns: available; Service kube-dns answers on $CLUSTER_DNS:53"; return 0; }

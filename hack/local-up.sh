@@ -23,7 +23,7 @@
 # Environment:
 #   NODE_NAME              node name (default: lowercased `hostname`)
 #   DECKHAND_BIN           use this deckhand binary instead of `cargo build --release --bin deckhand`
-#   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready (default 1)
+#   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready, nor for CoreDNS (default 1)
 #   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
 #   COREDNS_WAIT_TIMEOUT   seconds to wait for the coredns Deployment to be available (default
 #                          120; `up` fails after that, with the pod's description and log)

@@ -19,13 +19,15 @@
 #   vagrant                                       tests/systemd_units.rs (`vagrant validate
 #                                                 --ignore-provider`: no VM provider is needed)
 #   bash-static netcat-openbsd nginx              the conformance images (hack/images/build-e2e-images.sh:
-#                                                 busybox's /bin/sh, agnhost's nc, the nginx image's
-#                                                 binary); nginx is installed with services held back
-#                                                 (policy-rc.d) and never runs on the host
+#   bind9-dnsutils                                busybox's /bin/sh, agnhost's nc, the nginx image's
+#                                                 binary, dig/nslookup/host in agnhost and
+#                                                 glibc-dns-testing for the DNS tests); nginx is
+#                                                 installed with services held back (policy-rc.d)
+#                                                 and never runs on the host
 set -euo pipefail
 pkgs=(containerd runc containernetworking-plugins docker-registry skopeo umoci busybox-static
       iptables iproute2 openssl protobuf-compiler libc6-dev gcc curl jq kmod procps psmisc util-linux
-      systemd vagrant bash-static netcat-openbsd nginx)
+      systemd vagrant bash-static netcat-openbsd nginx bind9-dnsutils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

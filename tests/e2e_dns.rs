@@ -47,7 +47,12 @@ async fn wait_coredns(client: &kube::Client) {
             let names: Vec<String> = pods
                 .list(&ListParams::default().labels("k8s-app=kube-dns"))
                 .await
-                .map(|l| l.items.into_iter().filter_map(|p| p.metadata.name).collect())
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .filter_map(|p| p.metadata.name)
+                        .collect()
+                })
                 .unwrap_or_default();
             let diag: String = names.iter().map(|n| diagnose("kube-system", n)).collect();
             panic!(
@@ -83,8 +88,7 @@ fn ping_resolved(out: &str, name: &str, ip: &str) -> bool {
 fn answers_with(out: &str, ip: &str) -> bool {
     out.lines().any(|l| {
         let mut w = l.split_whitespace();
-        w.next().is_some_and(|k| k.starts_with("Address"))
-            && w.last().is_some_and(|v| v == ip)
+        w.next().is_some_and(|k| k.starts_with("Address")) && w.last().is_some_and(|v| v == ip)
     })
 }
 
@@ -98,7 +102,10 @@ async fn services_resolve_by_name_in_pods() {
     let client = client().await;
     wait_coredns(&client).await;
     let dns: Api<Service> = Api::namespaced(client.clone(), "kube-system");
-    let kube_dns = dns.get("kube-dns").await.expect("Service kube-system/kube-dns");
+    let kube_dns = dns
+        .get("kube-dns")
+        .await
+        .expect("Service kube-system/kube-dns");
     assert_eq!(
         kube_dns.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()),
         Some(CLUSTER_DNS),
@@ -160,12 +167,16 @@ async fn services_resolve_by_name_in_pods() {
         diagnose(&ns.name, "client")
     );
     println!("[{}] client log:\n{log}", ns.name);
-    assert!(log.contains("== end =="), "the client's log is cut short:\n{log}");
+    assert!(
+        log.contains("== end =="),
+        "the client's log is cut short:\n{log}"
+    );
 
     // deckhand's resolv.conf for ClusterFirst (pkg/kubelet/network/dns)
     let rc = section(&log, "resolv.conf");
     assert!(
-        rc.lines().any(|l| l.trim() == format!("nameserver {CLUSTER_DNS}")),
+        rc.lines()
+            .any(|l| l.trim() == format!("nameserver {CLUSTER_DNS}")),
         "resolv.conf does not point at kube-dns:\n{rc}"
     );
     let search = format!(
@@ -183,7 +194,14 @@ async fn services_resolve_by_name_in_pods() {
     assert!(
         log.contains("resolved after"),
         "{fqdn} never resolved to {cluster_ip} within 30 s:\n{log}\n{}",
-        kubectl_raw(&["-n", "kube-system", "logs", "deployment/coredns", "--tail=30"]).stdout
+        kubectl_raw(&[
+            "-n",
+            "kube-system",
+            "logs",
+            "deployment/coredns",
+            "--tail=30"
+        ])
+        .stdout
     );
 
     // nslookup: the full names, and the short name through the search path (busybox queries

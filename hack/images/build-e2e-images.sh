@@ -16,7 +16,8 @@
 #                    linked to it, /uploads, porter's localhost.crt/.key from the agnhost source, on
 #                    the plain busybox rootfs plus Debian's bash, curl, getent, nc
 #                    (netcat-openbsd) and dig (bind9-dnsutils; the DNS tests' querier) with their
-#                    libraries; the users of its Dockerfile (uid 1000
+#                    libraries, and bash as /bin/sh (Debian's busybox ash prefers its own applets to
+#                    the PATH: busybox's nc would stand in for netcat-openbsd); the users of its Dockerfile (uid 1000
 #                    user-defined-in-image in gid 50000 group-defined-in-image); ENTRYPOINT /agnhost,
 #                    CMD pause. The previous tag (AgnhostPrev) is the same image.
 #   kitten, nautilus agnhost plus the files of their source dirs, CMD test-webserver
@@ -208,6 +209,10 @@ build_layout() {
   mv "$R/usr/bin/nc.openbsd" "$R/usr/bin/nc"
   copy_with_libs "$R" /usr/bin/dig
   rm -f "$R/bin/bash"; ln -sf /usr/bin/bash "$R/bin/bash"
+  # /bin/sh is bash: Debian's busybox ash (FEATURE_SH_STANDALONE) runs its own applet for any name
+  # it has, before the PATH, so `sh -c 'nc -v ...'` got busybox's nc (no -v) instead of
+  # netcat-openbsd; upstream's agnhost (Alpine) has an ash that searches the PATH
+  rm -f "$R/bin/sh"; ln -sf /usr/bin/bash "$R/bin/sh"
   echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >> "$R/etc/passwd"
   printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >> "$R/etc/group"
   mkdir -p "$R/home/user-defined-in-image"; chown 1000:1000 "$R/home/user-defined-in-image"

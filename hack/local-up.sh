@@ -25,6 +25,10 @@
 #   DECKHAND_BIN           use this deckhand binary instead of `cargo build --release --bin deckhand`
 #   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready, nor for CoreDNS (default 1)
 #   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
+#   LOCAL_UP_DNS           1 (default): cluster DNS (CoreDNS, see below; the first build of CoreDNS
+#                          takes about 12 minutes on 2 cores, then it is cached); 0: none (no
+#                          CoreDNS build, image, Deployment or wait; objects of an earlier `up`
+#                          stay; tests/e2e_dns.rs and the DNS conformance tests then fail)
 #   COREDNS_WAIT_TIMEOUT   seconds to wait for the coredns Deployment to be available (default
 #                          120; `up` fails after that, with the pod's description and log)
 #   DECKHAND_ARGS          extra arguments appended to deckhand's command line
@@ -188,7 +192,7 @@ cmd_status() {
   fi
   if [ -n "$(pid_of kube-apiserver)" ] && apiserver_ready; then
     printf '%-24s %s\n' kube-proxy "DaemonSet kube-system/kube-proxy ready $("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get ds kube-proxy -o 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}' 2>/dev/null || echo '?')"
-    printf '%-24s %s\n' coredns "Deployment kube-system/coredns available $(coredns_replicas || true) $(coredns_available && echo "(Service kube-dns $CLUSTER_DNS)" || echo '(NOT available)')"
+    [ "$LOCAL_UP_DNS" = 1 ] && printf '%-24s %s\n' coredns "Deployment kube-system/coredns available $(coredns_replicas || true) $(coredns_available && echo "(Service kube-dns $CLUSTER_DNS)" || echo '(NOT available)')"
     "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" get nodes -o wide 2>/dev/null || true
   fi
   return $rc
@@ -223,8 +227,12 @@ cmd_up() {
   start_deckhand
   wait_kube_proxy
   # add-ons that need a Ready node (start_deckhand waited for it) and working Services
-  step_coredns_objects
-  wait_coredns
+  if [ "$LOCAL_UP_DNS" = 1 ]; then
+    step_coredns_objects
+    wait_coredns
+  else
+    log "coredns: no cluster DNS (LOCAL_UP_DNS=0)"
+  fi
   log "up: done in $((SECONDS - T0))s"
   print_hints
 }

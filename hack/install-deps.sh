@@ -4,10 +4,12 @@
 #
 # Every program a test or the harness calls comes from this list (or from a build script of the
 # project: hack/build-k8s.sh for etcd/kube-apiserver/kube-controller-manager/kubectl/kube-proxy,
-# hack/build-crictl.sh for crictl); no test relies on what happens to be on the machine.
+# hack/build-crictl.sh for crictl, hack/build-coredns.sh for coredns: Go from the machine, modules
+# from the Go module proxy); no test relies on what happens to be on the machine.
 #   containerd runc containernetworking-plugins  the runtime and CNI (local-up; every e2e test)
 #   docker-registry skopeo umoci busybox-static   the local registries and the images built here
-#                                                 (local-up; e2e_gc and e2e_podspec call skopeo/umoci)
+#                                                 (local-up; e2e_gc and e2e_podspec call skopeo/umoci;
+#                                                 busybox's nslookup is e2e_dns's client)
 #   iptables iproute2 kmod                        network, guards, hostPort (local-up; e2e_network)
 #   openssl                                       PKI (local-up); e2e_join and e2e_server certificates
 #   curl                                          e2e_server (the :10250 server), local-up health checks
@@ -17,13 +19,15 @@
 #   vagrant                                       tests/systemd_units.rs (`vagrant validate
 #                                                 --ignore-provider`: no VM provider is needed)
 #   bash-static netcat-openbsd nginx              the conformance images (hack/images/build-e2e-images.sh:
-#                                                 busybox's /bin/sh, agnhost's nc, the nginx image's
-#                                                 binary); nginx is installed with services held back
-#                                                 (policy-rc.d) and never runs on the host
+#   bind9-dnsutils                                busybox's /bin/sh, agnhost's nc, the nginx image's
+#                                                 binary, dig/nslookup/host in agnhost and
+#                                                 glibc-dns-testing for the DNS tests); nginx is
+#                                                 installed with services held back (policy-rc.d)
+#                                                 and never runs on the host
 set -euo pipefail
 pkgs=(containerd runc containernetworking-plugins docker-registry skopeo umoci busybox-static
       iptables iproute2 openssl protobuf-compiler libc6-dev gcc curl jq kmod procps psmisc util-linux
-      systemd vagrant bash-static netcat-openbsd nginx)
+      systemd vagrant bash-static netcat-openbsd nginx bind9-dnsutils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -4,7 +4,8 @@
 # images built here (and a second, password-protected one), deckhand itself as the node's kubelet,
 # deckhand-scheduler as the scheduler (no kube-scheduler), and kube-proxy (iptables mode) as the
 # kube-system/kube-proxy DaemonSet that kubeadm would create, running on deckhand's node from an
-# image built here.
+# image built here, and CoreDNS (built from its Go module by hack/build-coredns.sh) as kubeadm's
+# kube-system/coredns Deployment behind the kube-dns Service at 10.96.0.10 (deckhand's clusterDNS).
 #
 # Usage:
 #   hack/local-up.sh [up]              bring everything up (idempotent: healthy parts are kept,
@@ -22,8 +23,14 @@
 # Environment:
 #   NODE_NAME              node name (default: lowercased `hostname`)
 #   DECKHAND_BIN           use this deckhand binary instead of `cargo build --release --bin deckhand`
-#   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready (default 1)
+#   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready, nor for CoreDNS (default 1)
 #   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
+#   LOCAL_UP_DNS           1 (default): cluster DNS (CoreDNS, see below; the first build of CoreDNS
+#                          takes about 12 minutes on 2 cores, then it is cached); 0: none (no
+#                          CoreDNS build, image, Deployment or wait; objects of an earlier `up`
+#                          stay; tests/e2e_dns.rs and the DNS conformance tests then fail)
+#   COREDNS_WAIT_TIMEOUT   seconds to wait for the coredns Deployment to be available (default
+#                          120; `up` fails after that, with the pod's description and log)
 #   DECKHAND_ARGS          extra arguments appended to deckhand's command line
 #   DECKHAND_ROOT_SIZE     size of the tmpfs mounted on deckhand's root dir (default 1g)
 #   DECKHAND_JOIN          1 (default): deckhand joins the kubeadm way, through a bootstrap token,
@@ -54,7 +61,16 @@
 # conntrack settings (no host conntrack sysctls are changed) and its NodePorts and health/metrics
 # servers only on the node IP and loopback. Image registry.k8s.io/kube-proxy:<version> (mirrored)
 # from hack/images. clusterCIDR 10.244.0.0/16, Services in 10.96.0.0/16 (10.96.0.1 is `kubernetes`).
-# `down` removes every KUBE-* iptables chain it leaves.#
+# `down` removes every KUBE-* iptables chain it leaves.
+#
+# Cluster DNS: as kubeadm deploys it (cmd/kubeadm/app/phases/addons/dns: ServiceAccount
+# kube-system/coredns, ClusterRole/Binding system:coredns, ConfigMap kube-system/coredns with the
+# Corefile, Deployment kube-system/coredns with 1 replica, Service kube-system/kube-dns at
+# 10.96.0.10 on 53/UDP, 53/TCP and 9153/TCP), image registry.k8s.io/coredns/coredns:<version>
+# (mirrored) from hack/images, CoreDNS at the version kubeadm deploys (hack/versions.env). It
+# serves cluster.local and the reverse zones from the API; it forwards nothing: every other name
+# gets NXDOMAIN (a query never leaves the machine).
+#
 # Network (all removed by `down`): interface deckhand0 with 10.250.0.1/32, the node IP where the
 # API server listens (a dummy device, or an ifb device where the kernel has no dummy driver); a
 # blackhole route for the Service CIDR 10.96.0.0/16 (pods reach Services through kube-proxy's DNAT,
@@ -176,6 +192,7 @@ cmd_status() {
   fi
   if [ -n "$(pid_of kube-apiserver)" ] && apiserver_ready; then
     printf '%-24s %s\n' kube-proxy "DaemonSet kube-system/kube-proxy ready $("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get ds kube-proxy -o 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}' 2>/dev/null || echo '?')"
+    [ "$LOCAL_UP_DNS" = 1 ] && printf '%-24s %s\n' coredns "Deployment kube-system/coredns available $(coredns_replicas || true) $(coredns_available && echo "(Service kube-dns $CLUSTER_DNS)" || echo '(NOT available)')"
     "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" get nodes -o wide 2>/dev/null || true
   fi
   return $rc
@@ -209,6 +226,13 @@ cmd_up() {
   build_deckhand
   start_deckhand
   wait_kube_proxy
+  # add-ons that need a Ready node (start_deckhand waited for it) and working Services
+  if [ "$LOCAL_UP_DNS" = 1 ]; then
+    step_coredns_objects
+    wait_coredns
+  else
+    log "coredns: no cluster DNS (LOCAL_UP_DNS=0)"
+  fi
   log "up: done in $((SECONDS - T0))s"
   print_hints
 }

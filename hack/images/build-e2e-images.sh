@@ -14,11 +14,18 @@
 #                    or bash when the environment holds such a name
 #   agnhost          the static agnhost binary (hack/build-k8s.sh agnhost) as /agnhost, /agnhost-2
 #                    linked to it, /uploads, porter's localhost.crt/.key from the agnhost source, on
-#                    the plain busybox rootfs plus Debian's bash, curl, getent and nc
-#                    (netcat-openbsd) with their libraries; the users of its Dockerfile (uid 1000
+#                    the plain busybox rootfs plus Debian's bash, curl, getent, nc
+#                    (netcat-openbsd) and dig (bind9-dnsutils; the DNS tests' querier) with their
+#                    libraries, and bash as /bin/sh (Debian's busybox ash prefers its own applets to
+#                    the PATH: busybox's nc would stand in for netcat-openbsd); the users of its Dockerfile (uid 1000
 #                    user-defined-in-image in gid 50000 group-defined-in-image); ENTRYPOINT /agnhost,
 #                    CMD pause. The previous tag (AgnhostPrev) is the same image.
 #   kitten, nautilus agnhost plus the files of their source dirs, CMD test-webserver
+#   glibc-dns-testing the DNS tests' second querier (formerly jessie-dnsutils: Debian with dnsutils):
+#                    the plain busybox rootfs plus Debian's dig, nslookup and host (bind9-dnsutils)
+#                    and getent with their libraries (glibc's resolver, where agnhost's busybox is
+#                    the other libc path); upstream's also holds a CoreDNS binary that only the
+#                    non-conformance dns_configmap tests run, left out
 #   nonewprivs       the static nnp binary (hack/build-k8s.sh nonewprivs), setuid root, in busybox
 #   nonroot          busybox, USER 1234
 #   nginx            Debian's nginx binary and its libraries in busybox, port 80, the default page in
@@ -58,7 +65,8 @@ die() { echo "build-e2e-images: ERROR: $*" >&2; exit 1; }
 for t in umoci skopeo gcc strip curl jq sha256sum readelf ldd go; do
   command -v "$t" >/dev/null || die "$t not found (run hack/install-deps.sh)"
 done
-for f in "$BUSYBOX_BIN" "$BASH_STATIC" "$NGINX_BIN" /usr/bin/curl /usr/bin/getent /usr/bin/nc.openbsd /usr/bin/bash; do
+DNSUTILS=(/usr/bin/dig /usr/bin/nslookup /usr/bin/host)
+for f in "$BUSYBOX_BIN" "$BASH_STATIC" "$NGINX_BIN" /usr/bin/curl /usr/bin/getent /usr/bin/nc.openbsd /usr/bin/bash "${DNSUTILS[@]}"; do
   [ -x "$f" ] || die "$f not found (run hack/install-deps.sh)"
 done
 for b in agnhost nonewprivs etcd; do
@@ -99,6 +107,7 @@ declare -A IDS=(
   [agnhost]="Agnhost AgnhostPrev"
   [kitten]="Kitten"
   [nautilus]="Nautilus"
+  [glibc-dns-testing]="GlibcDnsTesting"
   [nonewprivs]="Nonewprivs"
   [nonroot]="NonRoot"
   [nginx]="Nginx NginxNew"
@@ -115,7 +124,7 @@ done
 
 inputs_hash() {
   { sha256sum "$HERE/build-e2e-images.sh" "$HERE/pause.c" "$HERE/sh.c" "$BUSYBOX_BIN" "$BASH_STATIC" "$NGINX_BIN" \
-      /usr/bin/curl /usr/bin/getent /usr/bin/nc.openbsd /usr/bin/bash "$BIN/agnhost" "$BIN/nonewprivs" \
+      /usr/bin/curl /usr/bin/getent /usr/bin/nc.openbsd /usr/bin/bash "${DNSUTILS[@]}" "$BIN/agnhost" "$BIN/nonewprivs" \
       "$BIN/etcd" "$IMAGES_SRC"/agnhost/porter/localhost.* "$IMAGES_SRC"/kitten/html/* \
       "$IMAGES_SRC"/nautilus/html/* /etc/nginx/mime.types | awk '{print $1}'
     [ -x "$SAMPLE_APISERVER" ] && sha256sum "$SAMPLE_APISERVER" | awk '{print $1}'
@@ -198,7 +207,12 @@ build_layout() {
   copy_with_libs "$R" /usr/bin/curl /usr/bin/getent /usr/bin/bash
   copy_with_libs "$R" /usr/bin/nc.openbsd
   mv "$R/usr/bin/nc.openbsd" "$R/usr/bin/nc"
+  copy_with_libs "$R" /usr/bin/dig
   rm -f "$R/bin/bash"; ln -sf /usr/bin/bash "$R/bin/bash"
+  # /bin/sh is bash: Debian's busybox ash (FEATURE_SH_STANDALONE) runs its own applet for any name
+  # it has, before the PATH, so `sh -c 'nc -v ...'` got busybox's nc (no -v) instead of
+  # netcat-openbsd; upstream's agnhost (Alpine) has an ash that searches the PATH
+  rm -f "$R/bin/sh"; ln -sf /usr/bin/bash "$R/bin/sh"
   echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >> "$R/etc/passwd"
   printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >> "$R/etc/group"
   mkdir -p "$R/home/user-defined-in-image"; chown 1000:1000 "$R/home/user-defined-in-image"
@@ -212,6 +226,11 @@ build_layout() {
     cp "$IMAGES_SRC/$n"/html/* "$tmp/bundle-$n/rootfs/"
     finish "$n" --config.entrypoint /agnhost --config.cmd test-webserver
   done
+
+  # glibc-dns-testing: busybox's shell and seq, Debian's dnsutils and getent
+  from_rootfs glibc-dns-testing plain
+  copy_with_libs "$tmp/bundle-glibc-dns-testing/rootfs" "${DNSUTILS[@]}" /usr/bin/getent
+  finish glibc-dns-testing --config.cmd /bin/sh
 
   # nonewprivs
   from_rootfs nonewprivs plain

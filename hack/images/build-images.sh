@@ -11,12 +11,18 @@
 #                 then runs single-stack IPv4)
 #   curl        - the busybox image plus Debian's /usr/bin/curl and its shared libraries (a TLS
 #                 client for in-pod tests against the API server)
+#   coredns     - _output/bin/coredns (hack/build-coredns.sh: static, CoreDNS at COREDNS_VERSION)
+#                 as /coredns, the entrypoint, and /etc/passwd+group; nothing else (upstream's is
+#                 distroless/static). It runs as root, where upstream's runs as nonroot with a
+#                 cap_net_bind_service file capability: the Deployment drops every capability
+#                 but NET_BIND_SERVICE, which root keeps across exec without file capabilities
 # Tags pushed (REGISTRY defaults to 127.0.0.1:5000):
 #   library/busybox:latest, library/busybox:1.36  (docker.io/library/busybox via the mirror)
 #   busybox:latest                                (direct 127.0.0.1:5000/busybox refs)
 #   pause:3.10                                    (registry.k8s.io/pause:3.10 via the mirror)
 #   kube-proxy:$KUBE_VERSION                      (registry.k8s.io/kube-proxy:<v> via the mirror)
 #   curl:latest                                   (direct 127.0.0.1:5000/curl refs)
+#   coredns/coredns:$COREDNS_VERSION              (registry.k8s.io/coredns/coredns:<v> via the mirror)
 # and, when AUTH_REGISTRY (e.g. 127.0.0.1:5001) and AUTH_CREDS_FILE (one line user:password) are
 # set, to the password-protected registry:
 #   private/busybox:latest
@@ -36,6 +42,9 @@ AUTH_CREDS_FILE=${AUTH_CREDS_FILE:-}
 KUBE_PROXY_BIN=${KUBE_PROXY_BIN:-$ROOT/_output/bin/kube-proxy}
 XTABLES_BIN=${XTABLES_BIN:-/usr/sbin/xtables-nft-multi}
 CURL_BIN=${CURL_BIN:-/usr/bin/curl}
+COREDNS_BIN=${COREDNS_BIN:-$ROOT/_output/bin/coredns}
+# WITH_COREDNS=0: no coredns image (hack/local-up.sh with LOCAL_UP_DNS=0; no CoreDNS binary needed)
+WITH_COREDNS=${WITH_COREDNS:-1}
 WORK="$ROOT/_output/images"
 LAYOUT="$WORK/oci"
 BUSYBOX_BIN=${BUSYBOX_BIN:-/bin/busybox}
@@ -52,6 +61,12 @@ done
 [ -x "$KUBE_PROXY_BIN" ] || die "$KUBE_PROXY_BIN not found (run hack/build-k8s.sh kube-proxy)"
 [ -x "$XTABLES_BIN" ] || die "$XTABLES_BIN not found (apt-get install iptables)"
 [ -x "$CURL_BIN" ] || die "$CURL_BIN not found (apt-get install curl)"
+if [ "$WITH_COREDNS" = 1 ]; then
+  [ -x "$COREDNS_BIN" ] || die "$COREDNS_BIN not found (run hack/build-coredns.sh)"
+  if readelf -l "$COREDNS_BIN" | grep -q 'program interpreter'; then
+    die "$COREDNS_BIN is dynamically linked; the image has no libc (build it with CGO_ENABLED=0)"
+  fi
+fi
 if readelf -l "$BUSYBOX_BIN" | grep -q 'program interpreter'; then
   die "$BUSYBOX_BIN is dynamically linked; the image needs busybox-static's binary"
 fi
@@ -68,7 +83,9 @@ declare -A PUSH=(
   [pause]="pause:3.10"
   [kube-proxy]="kube-proxy:$KUBE_VERSION"
   [curl]="curl:latest"
+  [coredns]="coredns/coredns:$COREDNS_VERSION"
 )
+[ "$WITH_COREDNS" = 1 ] || unset 'PUSH[coredns]'
 # the same for the password-protected registry
 declare -A PUSH_AUTH=(
   [busybox]="private/busybox:latest"
@@ -78,6 +95,7 @@ XTABLES_DIR=/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu
 inputs_hash() {
   { sha256sum "$HERE/build-images.sh" "$HERE/pause.c" "$BUSYBOX_BIN" "$KUBE_PROXY_BIN" \
       "$XTABLES_BIN" "$CURL_BIN" | awk '{print $1}'
+    if [ "$WITH_COREDNS" = 1 ]; then sha256sum "$COREDNS_BIN" | awk '{print $1}'; echo "coredns $COREDNS_VERSION"; fi
     echo "$ARCH"; } | sha256sum | awk '{print $1}'
 }
 HASH=$(inputs_hash)
@@ -168,6 +186,31 @@ EOF
     --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --config.workingdir / --architecture "$ARCH" --os linux
 
+  # coredns: the static binary alone (its Corefile comes from the ConfigMap volume)
+  if [ "$WITH_COREDNS" = 1 ]; then
+    umoci new --image "$tmp/oci:coredns"
+    umoci unpack --image "$tmp/oci:coredns" "$tmp/bundle-coredns" >/dev/null
+    R="$tmp/bundle-coredns/rootfs"
+    mkdir -p "$R/etc" "$R/tmp"
+    chmod 1777 "$R/tmp"
+    cp "$COREDNS_BIN" "$R/coredns"
+    chmod 0755 "$R/coredns"
+    cat > "$R/etc/passwd" <<'EOF'
+root:x:0:0:root:/root:/sbin/nologin
+nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin
+nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
+EOF
+    cat > "$R/etc/group" <<'EOF'
+root:x:0:
+nobody:x:65534:
+nonroot:x:65532:
+EOF
+    umoci repack --image "$tmp/oci:coredns" "$tmp/bundle-coredns"
+    umoci config --image "$tmp/oci:coredns" --config.entrypoint /coredns \
+      --config.exposedports 53/tcp --config.exposedports 53/udp \
+      --config.workingdir / --architecture "$ARCH" --os linux
+  fi
+
   # pause
   umoci new --image "$tmp/oci:pause"
   umoci unpack --image "$tmp/oci:pause" "$tmp/bundle-pause" >/dev/null
@@ -251,7 +294,7 @@ if [ -n "$AUTH_REGISTRY" ]; then
 fi
 
 if [ "$pushed" = 0 ]; then
-  log "registry $REGISTRY already has every tag (busybox $(layout_digest busybox | cut -c8-19), pause $(layout_digest pause | cut -c8-19))"
+  log "registry $REGISTRY already has every tag (busybox $(layout_digest busybox | cut -c8-19), pause $(layout_digest pause | cut -c8-19)$([ "$WITH_COREDNS" = 1 ] && echo ", coredns $(layout_digest coredns | cut -c8-19)"))"
 else
   log "pushed $pushed tag(s) to $REGISTRY"
 fi

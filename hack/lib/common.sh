@@ -43,6 +43,14 @@ REGISTRY_AUTH_DIR="$STATE/registry-auth"
 REGISTRY_AUTH_CREDS_FILE="$REGISTRY_AUTH_DIR/creds"
 REGISTRY_AUTH_USER=deckhand
 KUBE_PROXY_IMAGE=registry.k8s.io/kube-proxy:$KUBE_VERSION
+# cluster DNS (hack/manifests/coredns.yaml): the kube-dns Service's ClusterIP is the kubelet's
+# clusterDNS, the tenth address of the Service CIDR as kubeadm picks it
+COREDNS_IMAGE=registry.k8s.io/coredns/coredns:$COREDNS_VERSION
+# LOCAL_UP_DNS=0: no cluster DNS (no CoreDNS build, image, Deployment or wait; deckhand's
+# clusterDNS still names $CLUSTER_DNS, as a kubeadm node's does before its DNS add-on runs)
+LOCAL_UP_DNS=${LOCAL_UP_DNS:-1}
+CLUSTER_DNS=10.96.0.10
+CLUSTER_DOMAIN=cluster.local
 SANDBOX_IMAGE=registry.k8s.io/pause:3.10
 API_PORT=6443
 API_SERVER="https://$NODE_IP:$API_PORT"
@@ -168,11 +176,18 @@ step_deps() {
     flock -w 3600 9 || die "timed out waiting for another hack/build-k8s.sh"
     "$ROOT/hack/build-k8s.sh"
   ) 9>"$ROOT/_output/.build-k8s.lock" || die "hack/build-k8s.sh failed"
+  if [ "$LOCAL_UP_DNS" = 1 ]; then
+    log "CoreDNS $COREDNS_VERSION (hack/build-coredns.sh; LOCAL_UP_DNS=0 skips cluster DNS)"
+    (
+      flock -w 3600 9 || die "timed out waiting for another hack/build-coredns.sh"
+      "$ROOT/hack/build-coredns.sh"
+    ) 9>"$ROOT/_output/.build-coredns.lock" || die "hack/build-coredns.sh failed"
+  fi
   # crictl is optional (debugging, and a CRI cleanup path for `down`)
   "$ROOT/hack/build-crictl.sh" || warn "crictl could not be built; continuing without it"
   local b
-  for b in etcd kube-apiserver kube-controller-manager kubectl kube-proxy; do
-    [ -x "$BIN/$b" ] || die "$BIN/$b is missing after hack/build-k8s.sh"
+  for b in etcd kube-apiserver kube-controller-manager kubectl kube-proxy $([ "$LOCAL_UP_DNS" = 1 ] && echo coredns); do
+    [ -x "$BIN/$b" ] || die "$BIN/$b is missing after hack/build-k8s.sh and hack/build-coredns.sh"
   done
 }
 
@@ -200,6 +215,10 @@ REGISTRY=$REGISTRY
 REGISTRY_AUTH=$REGISTRY_AUTH
 REGISTRY_AUTH_CREDS_FILE=$REGISTRY_AUTH_CREDS_FILE
 KUBE_PROXY_IMAGE=$KUBE_PROXY_IMAGE
+COREDNS_IMAGE=$COREDNS_IMAGE
+LOCAL_UP_DNS=$LOCAL_UP_DNS
+CLUSTER_DNS=$CLUSTER_DNS
+CLUSTER_DOMAIN=$CLUSTER_DOMAIN
 SANDBOX_IMAGE=$SANDBOX_IMAGE
 CNI_CONF=$CNI_CONF
 CA_CERT=$PKI/ca.crt

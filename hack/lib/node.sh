@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # hack/lib/node.sh: the node: deckhand (binary, kubeadm-style join files or a static kubeconfig,
 # its KubeletConfiguration and tmpfs root dir, start/stop, waiting for Node Ready),
-# deckhand-scheduler (binary, start), and kube-proxy as kubeadm's DaemonSet
-# (hack/manifests/kube-proxy.yaml, its host paths, waiting for its first sync).
+# deckhand-scheduler (binary, start), kube-proxy as kubeadm's DaemonSet
+# (hack/manifests/kube-proxy.yaml, its host paths, waiting for its first sync), and CoreDNS as
+# kubeadm's Deployment and kube-dns Service (hack/manifests/coredns.yaml, waiting until available).
 # Sourced by hack/local-up.sh (never run on its own), after hack/lib/common.sh.
 
 # the cluster's KubeletConfiguration as `kubeadm init` uploads it (kube-system/kubelet-config,
@@ -109,6 +110,62 @@ wait_kube_proxy() {
   else
     warn "kube-proxy did not become ready within ${timeout}s (kubectl -n kube-system describe ds,pods -l k8s-app=kube-proxy)"
   fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# cluster DNS: CoreDNS as kubeadm deploys it (cmd/kubeadm/app/phases/addons/dns: the
+# ServiceAccount, ClusterRole/Binding system:coredns, the Corefile ConfigMap, the Deployment
+# kube-system/coredns and the Service kube-dns at $CLUSTER_DNS, deckhand's clusterDNS), without
+# forwarding outside the cluster; the objects: hack/manifests/coredns.yaml
+# ---------------------------------------------------------------------------------------------
+
+step_coredns_objects() {
+  apply_manifest coredns "$STATE/coredns-objects.log" "CoreDNS objects" CLUSTER_DNS CLUSTER_DOMAIN COREDNS_IMAGE
+  log "coredns: ServiceAccount, system:coredns, ConfigMap, Deployment kube-system/coredns and Service kube-dns ($CLUSTER_DNS) applied"
+}
+
+# "available/wanted" replicas of the Deployment (empty if it cannot be read)
+coredns_replicas() {
+  "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get deployment coredns \
+    -o 'jsonpath={.status.availableReplicas}/{.spec.replicas}' 2>/dev/null
+}
+
+coredns_available() {
+  [ "$("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get deployment coredns \
+        -o 'jsonpath={.status.conditions[?(@.type=="Available")].status}' 2>/dev/null)" = True ] &&
+    [ "$(coredns_replicas)" = 1/1 ]
+}
+
+# wait until the Deployment is available (its pod Ready: the kubernetes plugin has synced with the
+# API server through the kubernetes Service, so kube-proxy works too); on a timeout, fail with the
+# pod's description and log
+wait_coredns() {
+  local timeout=${COREDNS_WAIT_TIMEOUT:-120} i k=("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system)
+  if [ -z "$(pid_of deckhand)" ]; then
+    warn "coredns: deckhand does not run; the Deployment's pod will start when it does"
+    return 0
+  fi
+  if [ "$DECKHAND_WAIT_NODE" = 0 ]; then
+    log "coredns: not waiting for the Deployment (DECKHAND_WAIT_NODE=0: the node may not be Ready yet)"
+    return 0
+  fi
+  log "coredns: waiting up to ${timeout}s for Deployment kube-system/coredns to be available"
+  for i in $(seq 1 "$timeout"); do
+    coredns_available && { log "coredns: available; Service kube-dns answers on $CLUSTER_DNS:53"; return 0; }
+    sleep 1
+  done
+  {
+    echo "----- kubectl -n kube-system get deployment,pods -l k8s-app=kube-dns -o wide -----"
+    "${k[@]}" get deployment coredns -o wide 2>&1 || true
+    "${k[@]}" get pods -l k8s-app=kube-dns -o wide 2>&1 || true
+    echo "----- kubectl -n kube-system describe pods -l k8s-app=kube-dns -----"
+    "${k[@]}" describe pods -l k8s-app=kube-dns 2>&1 | tail -n 60 || true
+    echo "----- kubectl -n kube-system logs -l k8s-app=kube-dns --tail=40 (and --previous) -----"
+    "${k[@]}" logs -l k8s-app=kube-dns --tail=40 2>&1 || true
+    "${k[@]}" logs -l k8s-app=kube-dns --tail=20 --previous 2>/dev/null || true
+    echo "-----"
+  } >&2
+  die "coredns: Deployment kube-system/coredns is not available within ${timeout}s (available/wanted: $(coredns_replicas || true)); see above, and $DECKHAND_LOG"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -226,8 +283,8 @@ start_deckhand() {
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 staticPodPath: manifests
-clusterDNS: [10.96.0.10]
-clusterDomain: cluster.local
+clusterDNS: [$CLUSTER_DNS]
+clusterDomain: $CLUSTER_DOMAIN
 evictionPressureTransitionPeriod: $EVICTION_TRANSITION
 $EVICTION_HARD_YAML
 $IMAGE_GC_YAML

@@ -91,13 +91,14 @@ EOF
 step_images() {
   log "images: hack/images/build-images.sh"
   REGISTRY=$REGISTRY AUTH_REGISTRY=$REGISTRY_AUTH AUTH_CREDS_FILE=$REGISTRY_AUTH_CREDS_FILE \
-    "$ROOT/hack/images/build-images.sh" 2>&1 | sed 's/^/    /'
+    WITH_COREDNS=$LOCAL_UP_DNS "$ROOT/hack/images/build-images.sh" 2>&1 | sed 's/^/    /'
   # prove the mirror mapping through the CRI plugin's own image store (namespace k8s.io)
-  local img
-  for img in docker.io/library/busybox:latest "$SANDBOX_IMAGE" "$KUBE_PROXY_IMAGE"; do
+  local img imgs=(docker.io/library/busybox:latest "$SANDBOX_IMAGE" "$KUBE_PROXY_IMAGE")
+  [ "$LOCAL_UP_DNS" = 1 ] && imgs+=("$COREDNS_IMAGE")
+  for img in "${imgs[@]}"; do
     ctr --address "$CRI_SOCK" -n k8s.io images pull --hosts-dir "$CERTS_D" "$img" >/dev/null 2>"$STATE/pull.err" ||
       { cat "$STATE/pull.err" >&2; die "containerd could not pull $img from the local registry"; }
   done
   rm -f "$STATE/pull.err"
-  log "images: docker.io/library/busybox:latest, $SANDBOX_IMAGE and $KUBE_PROXY_IMAGE pull from $REGISTRY"
+  log "images: ${imgs[*]} pull from $REGISTRY"
 }

@@ -3,8 +3,8 @@
 //! conformance tests "[sig-node] Pod InPlace Resize Container" do. The container is updated
 //! through containerd's CRI UpdateContainerResources without a restart, its own cgroup files
 //! show the new cpu quota and memory limit (cgroup v1 on this harness), and the status reports
-//! the new `resources` and `allocatedResources` once the resize is done; a resize beyond the
-//! node's allocatable cpu stays `PodResizePending` `Deferred`.
+//! the new `resources` and `allocatedResources` once the resize is done; a resize that does not
+//! fit next to another pod stays `PodResizePending` `Deferred` until that pod is gone.
 
 mod common;
 
@@ -19,7 +19,7 @@ fn guaranteed(name: &str, cpu: &str, mem: &str) -> Pod {
             "nodeName": env().node_name(),
             "terminationGracePeriodSeconds": 1,
             "containers": [{
-                "name": "c1", "image": "busybox", "command": ["sleep", "3600"],
+                "name": "main", "image": "busybox", "command": ["sleep", "3600"],
                 "resources": {"requests": {"cpu": cpu, "memory": mem},
                               "limits": {"cpu": cpu, "memory": mem}},
             }],
@@ -29,7 +29,7 @@ fn guaranteed(name: &str, cpu: &str, mem: &str) -> Pod {
 }
 
 fn resize_patch(cpu: &str, mem: &str) -> String {
-    serde_json::json!({"spec": {"containers": [{"name": "c1", "resources": {
+    serde_json::json!({"spec": {"containers": [{"name": "main", "resources": {
         "requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}}}]}})
     .to_string()
 }
@@ -38,7 +38,7 @@ fn resize_patch(cpu: &str, mem: &str) -> String {
 /// memory.limit_in_bytes), as the conformance tests read them with `kubectl exec`.
 fn cgroup_values(ns: &str, pod: &str) -> (String, String, String) {
     let read = |f: &str| {
-        kubectl(&["-n", ns, "exec", pod, "-c", "c1", "--", "cat", f])
+        kubectl(&["-n", ns, "exec", pod, "-c", "main", "--", "cat", f])
             .trim()
             .to_string()
     };
@@ -68,7 +68,7 @@ fn resize_conditions(p: &Pod) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_is_deferred() {
+async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_waits_for_room() {
     let client = client().await;
     let ns = TestNs::new(&client, "resize").await;
     let api = ns.pods();
@@ -78,7 +78,7 @@ async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_is_def
         cgroup_values(&ns.name, "r"),
         ("2000".into(), "20".into(), (35u64 << 20).to_string())
     );
-    let id_before = container_status(&before, "c1").and_then(|c| c.container_id.clone());
+    let id_before = container_status(&before, "main").and_then(|c| c.container_id.clone());
 
     kubectl(&[
         "-n",
@@ -95,7 +95,7 @@ async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_is_def
     ]);
     let p = wait_pod(&api, "r", "the resize done", |p| {
         let st = p.status.as_ref();
-        let cs = container_status(p, "c1");
+        let cs = container_status(p, "main");
         st.and_then(|s| s.observed_generation) == Some(2)
             && resize_conditions(p).is_empty()
             && cs
@@ -106,7 +106,7 @@ async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_is_def
                 == Some("25m")
     })
     .await;
-    let cs = container_status(&p, "c1").unwrap();
+    let cs = container_status(&p, "main").unwrap();
     assert_eq!(cs.restart_count, 0, "resized in place");
     assert_eq!(cs.container_id, id_before, "the same container");
     let alloc = cs.allocated_resources.clone().unwrap_or_default();
@@ -120,13 +120,16 @@ async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_is_def
     let events = event_lines(&ns.name, "involvedObject.name=r");
     assert!(
         events.contains(
-            "Normal ResizeStarted: Pod resize started: {\"containers\":[{\"name\":\"c1\""
+            "Normal ResizeStarted: Pod resize started: {\"containers\":[{\"name\":\"main\""
         ),
         "{events}"
     );
     assert!(events.contains("Normal ResizeCompleted"), "{events}");
 
-    // far beyond the node: stays pending, the container keeps its resources
+    // fits the node but not next to another pod: deferred until that pod is gone (the API
+    // server itself refuses a resize beyond the node's allocatable)
+    ns.create_pod(&guaranteed("holder", "1500m", "16Mi")).await;
+    wait_running(&api, "holder").await;
     kubectl(&[
         "-n",
         &ns.name,
@@ -138,7 +141,7 @@ async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_is_def
         "--type",
         "strategic",
         "-p",
-        &resize_patch("100", "40Mi"),
+        &resize_patch("600m", "40Mi"),
     ]);
     let p = wait_pod(&api, "r", "the resize deferred", |p| {
         !resize_conditions(p).is_empty()
@@ -146,7 +149,10 @@ async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_is_def
     .await;
     let conds = resize_conditions(&p);
     assert!(
-        conds.len() == 1 && conds[0].starts_with("PodResizePending Deferred Node didn't have enough resource: cpu, requested: 100000"),
+        conds.len() == 1
+            && conds[0].starts_with(
+                "PodResizePending Deferred Node didn't have enough resource: cpu, requested: 600, used: "
+            ),
         "{conds:?}"
     );
     assert_eq!(cgroup_values(&ns.name, "r").0, "2500", "unchanged");
@@ -155,30 +161,18 @@ async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_is_def
         events.contains("Warning ResizeDeferred: Pod resize Deferred"),
         "{events}"
     );
-    // back to what fits: the pending resize is replaced and the condition goes
-    kubectl(&[
-        "-n",
-        &ns.name,
-        "patch",
-        "pod",
-        "r",
-        "--subresource",
-        "resize",
-        "--type",
-        "strategic",
-        "-p",
-        &resize_patch("20m", "35Mi"),
-    ]);
-    wait_pod(&api, "r", "resized back", |p| {
-        p.status.as_ref().and_then(|s| s.observed_generation) == Some(4)
+    // the holder goes: the pending resize is decided again and applied
+    api.delete("holder", &Default::default()).await.unwrap();
+    wait_pod(&api, "r", "the deferred resize applied", |p| {
+        p.status.as_ref().and_then(|s| s.observed_generation) == Some(3)
             && resize_conditions(p).is_empty()
     })
     .await;
     poll(
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         Duration::from_millis(500),
-        "cgroup back to 20m",
-        || (cgroup_values(&ns.name, "r").0 == "2000").then_some(()),
+        "cgroup at 600m",
+        || (cgroup_values(&ns.name, "r").0 == "60000").then_some(()),
     )
     .await;
     ns.delete().await;

@@ -64,6 +64,6 @@ cargo test --release --tests --no-fail-fast -- --test-threads="${E2E_THREADS:-4}
 # first time (cached). CONFORMANCE=0 leaves it out (a quick local iteration, not CI).
 if [ "${CONFORMANCE:-1}" != 0 ]; then
   log "upstream conformance: the [sig-node] conformance tests (hack/conformance.sh --sig-node)"
-  hack/conformance.sh --sig-node --procs "${CONFORMANCE_PROCS:-4}" \
+  hack/conformance.sh --sig-node --procs "${CONFORMANCE_PROCS:-3}" \
     --known-failures hack/conformance-known-failures.txt
 fi

@@ -34,6 +34,25 @@ fn resize_patch(cpu: &str, mem: &str) -> String {
     .to_string()
 }
 
+/// `kubectl patch pod <pod> --subresource resize`: the container's requests and limits set to
+/// `cpu` and `mem`.
+fn resize(ns: &str, pod: &str, cpu: &str, mem: &str) {
+    let patch = resize_patch(cpu, mem);
+    kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "pod",
+        pod,
+        "--subresource",
+        "resize",
+        "--type",
+        "strategic",
+        "-p",
+        &patch,
+    ]);
+}
+
 /// The cgroup values the container itself sees (cgroup v1: cpu.cfs_quota_us, cpu.shares,
 /// memory.limit_in_bytes), as the conformance tests read them with `kubectl exec`.
 fn cgroup_values(ns: &str, pod: &str) -> (String, String, String) {
@@ -80,19 +99,7 @@ async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_waits_
     );
     let id_before = container_status(&before, "main").and_then(|c| c.container_id.clone());
 
-    kubectl(&[
-        "-n",
-        &ns.name,
-        "patch",
-        "pod",
-        "r",
-        "--subresource",
-        "resize",
-        "--type",
-        "strategic",
-        "-p",
-        &resize_patch("25m", "40Mi"),
-    ]);
+    resize(&ns.name, "r", "25m", "40Mi");
     let p = wait_pod(&api, "r", "the resize done", |p| {
         let st = p.status.as_ref();
         let cs = container_status(p, "main");
@@ -130,19 +137,7 @@ async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_waits_
     // server itself refuses a resize beyond the node's allocatable)
     ns.create_pod(&guaranteed("holder", "1500m", "16Mi")).await;
     wait_running(&api, "holder").await;
-    kubectl(&[
-        "-n",
-        &ns.name,
-        "patch",
-        "pod",
-        "r",
-        "--subresource",
-        "resize",
-        "--type",
-        "strategic",
-        "-p",
-        &resize_patch("600m", "40Mi"),
-    ]);
+    resize(&ns.name, "r", "600m", "40Mi");
     let p = wait_pod(&api, "r", "the resize deferred", |p| {
         !resize_conditions(p).is_empty()
     })

@@ -10,6 +10,7 @@ pub mod dns;
 pub mod envvars;
 pub mod ephemeral;
 pub mod grace;
+pub mod hash;
 pub mod hosts;
 pub mod mirror;
 pub mod reasons;

@@ -330,13 +330,13 @@ impl ResourceConfig {
             (Some(x), Some(y)) => Some(x.max(y)),
             _ => None,
         };
-        let quota = |rc: &ResourceConfig| {
+        // quota per µs of period: the cpu fraction the limit allows
+        let fraction = |rc: &ResourceConfig| {
             rc.cpu_quota
                 .map(|q| q as f64 / rc.cpu_period.unwrap_or(QUOTA_PERIOD_US).max(1) as f64)
         };
-        let (qa, qb) = (quota(self), quota(other));
-        let (cpu_quota, cpu_period) = match (qa, qb) {
-            (Some(a), Some(_)) if a >= qb.unwrap_or(0.0) => (self.cpu_quota, self.cpu_period),
+        let (cpu_quota, cpu_period) = match (fraction(self), fraction(other)) {
+            (Some(a), Some(b)) if a >= b => (self.cpu_quota, self.cpu_period),
             (Some(_), Some(_)) => (other.cpu_quota, other.cpu_period),
             _ => (None, None),
         };

@@ -2,6 +2,7 @@
 //! update of the running container, and what the status says on the way.
 
 use super::harness::*;
+use deckhand::cri::fake::FakeContainer;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -19,6 +20,16 @@ fn sized(name: &str, generation: i64, cpu: &str, mem: &str) -> Pod {
     );
     p.metadata.generation = Some(generation);
     p
+}
+
+/// The Linux resources the fake runtime holds for container instance `c` (from its creation,
+/// or the last UpdateContainerResources).
+fn linux_resources(c: &FakeContainer) -> deckhand::cri::api::LinuxContainerResources {
+    c.config
+        .linux
+        .as_ref()
+        .and_then(|l| l.resources.clone())
+        .expect("the container has Linux resources")
 }
 
 fn resize_conditions(st: &Value) -> Vec<Value> {
@@ -69,12 +80,7 @@ async fn a_resize_is_applied_in_place_and_one_that_does_not_fit_is_deferred() {
     let after = h.runtime.running("main").expect("main still runs");
     assert_eq!(after.id, before.id, "resized in place, not restarted");
     assert_eq!(h.runtime.count("UpdateContainerResources"), 1);
-    let linux = after
-        .config
-        .linux
-        .as_ref()
-        .and_then(|l| l.resources.clone())
-        .unwrap();
+    let linux = linux_resources(&after);
     assert_eq!(
         (
             linux.cpu_quota,
@@ -148,12 +154,7 @@ async fn a_restart_policy_restarts_the_container_with_its_new_resources() {
     .await;
     let after = h.runtime.running("main").expect("main runs again");
     assert_ne!(after.id, before.id, "a new instance");
-    let linux = after
-        .config
-        .linux
-        .as_ref()
-        .and_then(|l| l.resources.clone())
-        .unwrap();
+    let linux = linux_resources(&after);
     assert_eq!(linux.memory_limit_in_bytes, 40 << 20);
     assert_eq!(h.runtime.count("UpdateContainerResources"), 0, "{st}");
     h.stop().await;

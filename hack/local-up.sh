@@ -26,7 +26,7 @@
 #   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready, nor for CoreDNS (default 1)
 #   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
 #   LOCAL_UP_DNS           1 (default): cluster DNS (CoreDNS, see below; the first build of CoreDNS
-#                          takes about 12 minutes on 2 cores, then it is cached); 0: none (no
+#                          takes about a minute on 2 cores, then it is cached); 0: none (no
 #                          CoreDNS build, image, Deployment or wait; objects of an earlier `up`
 #                          stay; tests/e2e_dns.rs and the DNS conformance tests then fail)
 #   COREDNS_WAIT_TIMEOUT   seconds to wait for the coredns Deployment to be available (default

@@ -11,6 +11,6 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 hack/local-up.sh status >/dev/null 2>&1 || { echo "the local cluster is not up: run hack/local-up.sh first" >&2; exit 1; }
-(flock -w 3600 9 && hack/build-k8s.sh kube-scheduler) 9>"$ROOT/_output/.build-k8s.lock"
+hack/build-k8s.sh kube-scheduler
 cargo build --release --bin deckhand-scheduler
 exec cargo bench --bench scheduler

@@ -40,6 +40,11 @@ declare -A pkg=(
   [sample-apiserver]=k8s.io/sample-apiserver
 )
 
+# one build at a time: local-up, hack/conformance.sh and hack/test.sh's background build may all ask,
+# and concurrent runs would fight over the generated module and compile the same packages twice
+exec 9>"$OUT/.build-k8s.lock"
+flock -w 3600 9 || { echo "build-k8s: timed out waiting for another build" >&2; exit 1; }
+
 need=()
 for t in "${targets[@]}"; do
   [ -n "${pkg[$t]:-}" ] || { echo "build-k8s: unknown binary $t" >&2; exit 2; }
@@ -96,15 +101,33 @@ GO
 fi
 
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
+install_built() { # target, file just built
+  mv -f "$2" "$CACHE/$1"
+  cp -f "$CACHE/$1" "$BIN/$1"
+  echo "$KUBE_VERSION" > "$BIN/.$1.version"
+}
+# Every program but e2e.test in one `go build`: it compiles each shared package once and links the
+# binaries in parallel (one `go build` per binary links one at a time, leaving a core idle).
+# `go build -o DIR` names each binary after its package path (the element before a /vN suffix).
+mains=() e2e=0
 for t in "${need[@]}"; do
-  echo "build-k8s: building $t ($KUBE_VERSION); the first build takes many minutes"
-  if [ "$t" = e2e.test ]; then
-    (cd "$MOD" && go test -c -trimpath -ldflags "$ldflags" -o "$CACHE/$t.tmp" "${pkg[$t]}")
-  else
-    (cd "$MOD" && go build -trimpath -ldflags "$ldflags" -o "$CACHE/$t.tmp" "${pkg[$t]}")
-  fi
-  mv -f "$CACHE/$t.tmp" "$CACHE/$t"
-  cp -f "$CACHE/$t" "$BIN/$t"
-  echo "$KUBE_VERSION" > "$BIN/.$t.version"
+  if [ "$t" = e2e.test ]; then e2e=1; else mains+=("$t"); fi
 done
+if [ ${#mains[@]} -gt 0 ]; then
+  echo "build-k8s: building ${mains[*]} ($KUBE_VERSION); the first build takes many minutes"
+  tmp="$CACHE/.build.tmp"; rm -rf "$tmp"; mkdir -p "$tmp"
+  pkgs=(); for t in "${mains[@]}"; do pkgs+=("${pkg[$t]}"); done
+  (cd "$MOD" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
+  for t in "${mains[@]}"; do
+    p=${pkg[$t]}; name=${p##*/}
+    [[ "$name" =~ ^v[0-9]+$ ]] && { p=${p%/*}; name=${p##*/}; }
+    install_built "$t" "$tmp/$name"
+  done
+  rm -rf "$tmp"
+fi
+if [ "$e2e" = 1 ]; then
+  echo "build-k8s: building e2e.test ($KUBE_VERSION, go test -c); the first build takes many minutes"
+  (cd "$MOD" && go test -c -trimpath -ldflags "$ldflags" -o "$CACHE/e2e.test.tmp" "${pkg[e2e.test]}")
+  install_built e2e.test "$CACHE/e2e.test.tmp"
+fi
 echo "build-k8s: done (${need[*]})"

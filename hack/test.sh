@@ -4,7 +4,7 @@
 #
 # On a fresh Debian machine (as root) it installs what it needs, builds the control plane from
 # the pinned Kubernetes Go modules (cached), brings the cluster up with hack/local-up.sh, runs
-# `cargo test --release` (unit, component and e2e tests), then the upstream [sig-node] conformance
+# `cargo test --profile ci` (unit, component and e2e tests), then the upstream [sig-node] conformance
 # tests (hack/conformance.sh; CONFORMANCE=0 leaves them out), and brings the cluster down again if
 # it started it. If the cluster was already up, deckhand is restarted from the current source and
 # the cluster is left up.  KEEP_CLUSTER=1 leaves a cluster this script started running.
@@ -20,16 +20,43 @@ if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 fi
 
+# The Go programs the cluster and the conformance step need (the control plane, CoreDNS, crictl,
+# e2e.test and its helpers; cached, so a no-op after the first run) build in the background while
+# cargo builds: on 2 cores each build leaves a core idle for long stretches (linking, the last
+# crates), and the two together take little longer than the Rust build alone. local-up and
+# hack/conformance.sh wait for them (each build script holds a lock while it builds).
+mkdir -p _output
+PREBUILD_LOG="$ROOT/_output/prebuild.log"
+log "Go builds in the background (log: $PREBUILD_LOG)"
+(
+  set -e
+  hack/build-k8s.sh etcd kube-apiserver kube-controller-manager kubectl kube-proxy \
+    ginkgo agnhost nonewprivs sample-apiserver $([ "${CONFORMANCE:-1}" != 0 ] && echo e2e.test)
+  [ "${LOCAL_UP_DNS:-1}" = 0 ] || hack/build-coredns.sh
+  hack/build-crictl.sh || true
+) > "$PREBUILD_LOG" 2>&1 &
+prebuild=$!
+trap 'kill "$prebuild" 2>/dev/null || true' EXIT
+
+# Tests and the binaries they run are built with the `ci` profile (Cargo.toml): release code,
+# without LTO, unwinding, so that they share one build of every dependency.
+PROFILE=ci
 log "unit tests first (fast feedback, no cluster needed)"
-cargo test --release --lib --bins
+cargo test --profile "$PROFILE" --lib --bins
 
 # One build of the binaries for everything below: the end-to-end tests and the cluster run the
 # deckhand and deckhand-scheduler that `cargo test` builds (with the dev-dependencies' features).
 # Without this, local-up's `cargo build --bin deckhand` resolves features differently and the
 # crate is compiled a third time (10-20 min on a 2-core machine).
 log "building the end-to-end tests and the binaries they run"
-cargo test --release --tests --no-run
-export DECKHAND_BIN="$ROOT/target/release/deckhand" SCHEDULER_BIN="$ROOT/target/release/deckhand-scheduler"
+cargo test --profile "$PROFILE" --tests --no-run
+export DECKHAND_BIN="$ROOT/target/$PROFILE/deckhand" SCHEDULER_BIN="$ROOT/target/$PROFILE/deckhand-scheduler"
+
+log "waiting for the background Go builds"
+if ! wait "$prebuild"; then
+  echo "--- the background Go builds failed (local-up builds again and says why); $PREBUILD_LOG ends:"
+  tail -n 30 "$PREBUILD_LOG"
+fi
 
 started=0
 if hack/local-up.sh status >/dev/null 2>&1; then
@@ -56,7 +83,7 @@ cleanup() {
 trap cleanup EXIT
 
 log "all tests (unit, component, end-to-end against the real cluster)"
-cargo test --release --tests --no-fail-fast -- --test-threads="${E2E_THREADS:-4}"
+cargo test --profile "$PROFILE" --tests --no-fail-fast -- --test-threads="${E2E_THREADS:-4}"
 
 # The upstream check (issue 13): the [sig-node] conformance tests of k8s.io/kubernetes test/e2e at
 # the pinned version, in parallel, against this cluster. Any failure that is not on the commented

@@ -64,3 +64,17 @@ pub const KUBE_VERSION: &str = "v1.36.3";
 pub fn kubelet_version() -> String {
     format!("{}-deckhand.{}", KUBE_VERSION, env!("CARGO_PKG_VERSION"))
 }
+
+/// Makes any panic, on any thread or tokio task, end the process after the panic message is
+/// printed, whatever the build profile's `panic` setting. The release profile builds the binaries
+/// with `panic = "abort"`; the `ci` profile (what hack/test.sh builds) unwinds so that tests and
+/// binaries share their dependencies, and without this hook a panicking tokio task would die
+/// alone while the process carried on. Called first thing in both binaries' `main`. The Go
+/// kubelet behaves the same way: an unrecovered panic in any goroutine ends the process.
+pub fn abort_on_panic() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        std::process::abort();
+    }));
+}

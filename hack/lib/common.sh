@@ -171,17 +171,11 @@ step_deps() {
   "$ROOT/hack/install-deps.sh"
   log "control-plane binaries $KUBE_VERSION (hack/build-k8s.sh)"
   mkdir -p "$ROOT/_output"
-  # one build at a time (a concurrent second run would fight over the module and build caches)
-  (
-    flock -w 3600 9 || die "timed out waiting for another hack/build-k8s.sh"
-    "$ROOT/hack/build-k8s.sh"
-  ) 9>"$ROOT/_output/.build-k8s.lock" || die "hack/build-k8s.sh failed"
+  # (each build script takes its own lock: one build at a time per machine checkout)
+  "$ROOT/hack/build-k8s.sh" || die "hack/build-k8s.sh failed"
   if [ "$LOCAL_UP_DNS" = 1 ]; then
     log "CoreDNS $COREDNS_VERSION (hack/build-coredns.sh; LOCAL_UP_DNS=0 skips cluster DNS)"
-    (
-      flock -w 3600 9 || die "timed out waiting for another hack/build-coredns.sh"
-      "$ROOT/hack/build-coredns.sh"
-    ) 9>"$ROOT/_output/.build-coredns.lock" || die "hack/build-coredns.sh failed"
+    "$ROOT/hack/build-coredns.sh" || die "hack/build-coredns.sh failed"
   fi
   # crictl is optional (debugging, and a CRI cleanup path for `down`)
   "$ROOT/hack/build-crictl.sh" || warn "crictl could not be built; continuing without it"

@@ -108,6 +108,7 @@ async fn shutdown_signal() {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    deckhand::abort_on_panic();
     let flags = Flags::parse();
     init_tracing(flags.verbosity);
     if flags.leader_elect_resource_lock != "leases" {

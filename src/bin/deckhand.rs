@@ -82,6 +82,7 @@ async fn shutdown_signal() {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    deckhand::abort_on_panic();
     let Loaded {
         flags,
         kubelet,

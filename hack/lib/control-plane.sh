@@ -25,6 +25,10 @@ step_etcd() {
     --log-level warn
 }
 
+# --enable-aggregator-routing: the API server reaches admission and conversion webhooks and
+# aggregated API servers at their Service's endpoints (pod IPs, through the CNI bridge) instead of
+# the ClusterIP: this host has no route to the Service CIDR (hack/lib/network.sh), as on control
+# planes that run no kube-proxy.
 step_apiserver() {
   ensure_daemon kube-apiserver "$API_PORT" apiserver_ready 120 -- "$BIN/kube-apiserver" \
     --bind-address="$NODE_IP" \
@@ -53,6 +57,7 @@ step_apiserver() {
     --requestheader-extra-headers-prefix=X-Remote-Extra- \
     --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
     --proxy-client-key-file="$PKI/front-proxy-client.key" \
+    --enable-aggregator-routing=true \
     --cert-dir="$STATE/apiserver-certs" \
     --profiling=false \
     --v=1

@@ -205,9 +205,14 @@ async fn ephemeral_containers_start_report_and_answer_exec() {
 }
 
 /// `kubectl debug -i`: kubectl adds the ephemeral container, waits for it to run and attaches
-/// to it through deckhand's server; its output comes back.
+/// to it through deckhand's server; what is typed reaches the container's stdin and its output
+/// comes back.
+///
+/// kubectl's stdin stays open while the session lasts, as a user's terminal does. (Closed at once,
+/// e.g. `</dev/null`, the session ends at that EOF: containerd's CRI attach detaches stdout and
+/// stderr when the attach's stdin ends unless the container is `stdinOnce` (kubectl debug does not
+/// set it), whichever kubelet proxies the stream.)
 #[tokio::test]
-#[ignore = "known gap: `kubectl debug -i` (stdin, no tty) returns without the container's output through deckhand's attach; the subresource path, exec and logs work (see the other tests)"]
 async fn kubectl_debug_attaches_to_the_ephemeral_container() {
     let client = client().await;
     let ns = TestNs::new(&client, "ephemeral-debug").await;
@@ -215,25 +220,40 @@ async fn kubectl_debug_attaches_to_the_ephemeral_container() {
     ns.create_pod(&busybox_pod("target", "exec sleep 3600", "Always", Some(1)))
         .await;
     wait_running(&pods, "target").await;
-    let out = k_ok(
-        &ns.name,
-        &[
-            "debug",
-            "target",
-            "-i",
-            "--image=busybox",
-            "--target=main",
-            "-c",
-            "dbg",
-            "--",
-            "sh",
-            "-c",
-            "sleep 3; echo attached-output",
-        ],
+    let env = env();
+    let mut child = std::process::Command::new(env.kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig())
+        .args(["-n", &ns.name, "debug", "target", "-i", "--image=busybox"])
+        .args(["--target=main", "-c", "dbg", "--", "sh", "-c"])
+        .arg("read line; echo attached-output-$line")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl debug");
+    // typed before the session starts: the pipe holds it until kubectl attaches and reads stdin
+    let mut stdin = child.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut stdin, b"typed\n").expect("write to kubectl's stdin");
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while child.try_wait().expect("kubectl debug").is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubectl debug -i still running after 90 s\n{}",
+            diagnose(&ns.name, "target")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(stdin);
+    let out = child.wait_with_output().expect("kubectl debug");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
     );
+    assert!(out.status.success(), "{}: {stdout}{stderr}", out.status);
     assert!(
-        out.contains("attached-output"),
-        "{out}\n{}",
+        stdout.contains("attached-output-typed"),
+        "stdout: {stdout}\nstderr: {stderr}\n{}",
         diagnose(&ns.name, "target")
     );
     let pod = wait_pod(&pods, "target", "dbg terminated with exit code 0", |p| {

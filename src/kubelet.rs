@@ -315,6 +315,11 @@ impl Kubelet {
                     agent.run_status_loop(node, c).await
                 });
             }
+            {
+                let agent = agent.clone();
+                let c = cancel.clone();
+                tasks.spawn("node watch", async move { agent.run_node_watch(c).await });
+            }
             let c = cancel.clone();
             let node_uid = node_uid.clone();
             tasks.spawn("node lease loop", async move {

@@ -675,3 +675,70 @@ async fn a_kube_proxy_shaped_daemon_set_runs_ready_on_the_node() {
     assert_eq!(row["NODE"], env().node_name());
     ns.delete().await;
 }
+
+/// A pod that asks for an extended resource someone added to the Node's status (as device
+/// plugins and the scheduling conformance tests do) is admitted by deckhand and runs, and the
+/// resource stays on the Node through deckhand's status writes (the Go kubelet's admission reads
+/// the Node from its informer; deckhand's from its node watch).
+#[tokio::test]
+async fn a_pod_asking_for_an_extended_resource_on_the_node_runs() {
+    const RES: &str = "example.com/e2e-widget";
+    let client = client().await;
+    let env = env();
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let add = serde_json::json!({"status": {"capacity": {RES: "2"}, "allocatable": {RES: "2"}}});
+    nodes
+        .patch_status(
+            env.node_name(),
+            &PatchParams::default(),
+            &Patch::Strategic(&add),
+        )
+        .await
+        .expect("adding the extended resource");
+    let ns = TestNs::new(&client, "extended-resource").await;
+    let mut pod = busybox_pod("widget", "exec sleep 3600", "Always", Some(0));
+    let one = BTreeMap::from([(
+        RES.to_string(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()),
+    )]);
+    pod.spec.as_mut().unwrap().containers[0].resources =
+        Some(k8s_openapi::api::core::v1::ResourceRequirements {
+            requests: Some(one.clone()),
+            limits: Some(one),
+            ..Default::default()
+        });
+    ns.create_pod(&pod).await;
+    let running = wait_running(&ns.pods(), "widget").await;
+    assert_eq!(
+        running.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Running")
+    );
+    // after a node status round (10 s) the resource is still there
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let node = nodes.get(env.node_name()).await.unwrap();
+    let status = node.status.unwrap_or_default();
+    for (what, list) in [
+        ("capacity", &status.capacity),
+        ("allocatable", &status.allocatable),
+    ] {
+        assert_eq!(
+            list.as_ref().and_then(|l| l.get(RES)).map(|q| q.0.as_str()),
+            Some("2"),
+            "{what} after a status round"
+        );
+    }
+    let key = RES.replace('/', "~1");
+    let remove = serde_json::json!([
+        {"op": "remove", "path": format!("/status/capacity/{key}")},
+        {"op": "remove", "path": format!("/status/allocatable/{key}")},
+    ]);
+    nodes
+        .patch_status(
+            env.node_name(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(remove).unwrap()),
+        )
+        .await
+        .expect("removing the extended resource");
+    ns.delete().await;
+}

@@ -166,6 +166,9 @@ pub struct NodeAgent {
     recorder: EventRecorder,
     pressure: Option<crate::eviction::PressureHandle>,
     node_tx: Option<tokio::sync::watch::Sender<Option<std::sync::Arc<Node>>>>,
+    /// The node watch ([`NodeAgent::run_node_watch`]) has delivered the API copy: it publishes
+    /// from then on.
+    watching: std::sync::atomic::AtomicBool,
 }
 
 impl NodeAgent {
@@ -183,6 +186,7 @@ impl NodeAgent {
             recorder,
             pressure: None,
             node_tx: None,
+            watching: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -359,9 +363,19 @@ impl NodeAgent {
                 // transition times follow the API copy's conditions (Unknown → True is one)
                 let previous = api_status.as_ref().or(last_written.as_ref());
                 let new = self.compute_status(&host, previous).await;
-                let mut seen = current.clone();
-                seen.status = Some(new.clone());
-                self.publish(&seen);
+                if !self.watching.load(std::sync::atomic::Ordering::Acquire) {
+                    // until the node watch delivers the API copy: what this round read, with
+                    // the status it computed
+                    let mut seen = current.clone();
+                    let mut published = new.clone();
+                    status::carry_extended_resources(
+                        api_status.as_ref(),
+                        published.capacity.get_or_insert_with(Default::default),
+                        published.allocatable.get_or_insert_with(Default::default),
+                    );
+                    seen.status = Some(published);
+                    self.publish(&seen);
+                }
                 let due =
                     last_write.is_none_or(|t| t.elapsed() >= self.cfg.status_report_frequency);
                 let last = last_write.and(last_written.as_ref());
@@ -475,6 +489,36 @@ impl NodeAgent {
                 r,
                 format!("Node {} status is now: {}", self.cfg.name, r),
             );
+        }
+    }
+
+    /// Watches this node's Node object and publishes every version of it for the pod workers'
+    /// admission (the Go kubelet's node informer, `kl.nodeLister`): labels, taints and
+    /// allocatable (with extended resources others add) as the API server has them, within
+    /// milliseconds of a change. Survives API server restarts (kube's watcher re-lists with
+    /// back-off).
+    pub async fn run_node_watch(&self, cancel: CancellationToken) {
+        use futures::StreamExt;
+        use kube::runtime::{watcher, WatchStreamExt};
+        let api: Api<Node> = Api::all(self.client.clone());
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={}", self.cfg.name));
+        let stream = watcher::watcher(api, cfg).default_backoff();
+        futures::pin_mut!(stream);
+        loop {
+            let ev = tokio::select! {
+                _ = cancel.cancelled() => return,
+                ev = stream.next() => ev,
+            };
+            match ev {
+                None => return,
+                Some(Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n))) => {
+                    self.watching
+                        .store(true, std::sync::atomic::Ordering::Release);
+                    self.publish(&n);
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => tracing::debug!(error = ?e, "node watch error; retrying"),
+            }
         }
     }
 

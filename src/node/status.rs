@@ -131,6 +131,58 @@ pub fn capacity_and_allocatable(
     (cap, alloc)
 }
 
+/// An extended resource name (k/k `v1helper.IsExtendedResourceName`): one with a domain
+/// (`example.com/foo`) outside `kubernetes.io`, not a `requests.` quota name, and a valid
+/// qualified name once prefixed with `requests.`.
+pub fn is_extended_resource_name(name: &str) -> bool {
+    let Some((domain, local)) = name.split_once('/') else {
+        return false; // native: cpu, memory, pods, hugepages-*, ...
+    };
+    if name.contains("kubernetes.io/") || name.starts_with("requests.") {
+        return false;
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let prefix = format!("requests.{domain}");
+    let name_ok = !local.is_empty()
+        && local.len() <= 63
+        && local
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && local.as_bytes()[0].is_ascii_alphanumeric()
+        && local.as_bytes()[local.len() - 1].is_ascii_alphanumeric();
+    prefix.len() <= 253 && prefix.split('.').all(label_ok) && name_ok
+}
+
+/// Adds the extended resources someone else put in the Node's status (a device plugin's manager,
+/// or an admin's patch as the scheduling conformance tests do) to the capacity and allocatable
+/// deckhand computes, as the Go kubelet's `MachineInfo` setter does: it starts from the API
+/// copy's capacity, and allocatable is capacity minus the reservation (none for extended
+/// resources); an extended resource gone from the capacity is gone from allocatable too.
+/// deckhand's status patch never carries them (a strategic merge leaves keys it does not name,
+/// as Go's two-way patch does), so a removal between its read and its write is not undone;
+/// this is for the Node that admission reads.
+pub fn carry_extended_resources(
+    previous: Option<&NodeStatus>,
+    capacity: &mut BTreeMap<String, Quantity>,
+    allocatable: &mut BTreeMap<String, Quantity>,
+) {
+    let Some(prev_cap) = previous.and_then(|p| p.capacity.as_ref()) else {
+        return;
+    };
+    for (k, v) in prev_cap {
+        if is_extended_resource_name(k) && !capacity.contains_key(k) {
+            capacity.insert(k.clone(), v.clone());
+            allocatable.insert(k.clone(), v.clone());
+        }
+    }
+}
+
 /// Computes the node status.
 pub fn node_status(inp: &NodeStatusInputs) -> NodeStatus {
     let (capacity, allocatable) = capacity_and_allocatable(
@@ -484,6 +536,54 @@ mod tests {
             pressure: &[],
             eviction_thresholds: defaults(),
         }
+    }
+
+    #[test]
+    fn extended_resource_names_as_go_reads_them() {
+        for (name, want) in [
+            ("scheduling.k8s.io/foo", true),
+            ("example.com/gpu", true),
+            ("cpu", false),
+            ("hugepages-2Mi", false),
+            ("kubernetes.io/foo", false),
+            ("requests.example.com/foo", false),
+            ("example.com/", false),
+            ("bad_domain/x", false),
+            ("example.com/-x", false),
+        ] {
+            assert_eq!(is_extended_resource_name(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn extended_resources_in_the_api_copy_stay_in_capacity_and_allocatable() {
+        let q = |s: &str| Quantity(s.into());
+        let prev = NodeStatus {
+            capacity: Some(BTreeMap::from([
+                ("cpu".into(), q("64")),
+                ("scheduling.k8s.io/foo".into(), q("5")),
+            ])),
+            allocatable: Some(BTreeMap::from([("scheduling.k8s.io/foo".into(), q("3"))])),
+            ..Default::default()
+        };
+        let mut cap = BTreeMap::from([("cpu".to_string(), q("2"))]);
+        let mut alloc = BTreeMap::from([("cpu".to_string(), q("2"))]);
+        carry_extended_resources(Some(&prev), &mut cap, &mut alloc);
+        // the machine's own figures win; the extended one is kept, allocatable = capacity
+        assert_eq!(cap["cpu"], q("2"));
+        assert_eq!(cap["scheduling.k8s.io/foo"], q("5"));
+        assert_eq!(alloc["scheduling.k8s.io/foo"], q("5"));
+        // removed from the capacity (as RemoveExtendedResource does): gone from both
+        let mut cap2 = BTreeMap::from([("cpu".to_string(), q("2"))]);
+        let mut alloc2 = cap2.clone();
+        let prev2 = NodeStatus {
+            capacity: Some(BTreeMap::from([("cpu".into(), q("2"))])),
+            ..Default::default()
+        };
+        carry_extended_resources(Some(&prev2), &mut cap2, &mut alloc2);
+        assert!(!alloc2.contains_key("scheduling.k8s.io/foo"));
+        carry_extended_resources(None, &mut cap2, &mut alloc2);
+        assert_eq!(cap2.len(), 1);
     }
 
     #[test]

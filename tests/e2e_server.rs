@@ -760,6 +760,13 @@ async fn direct_requests_are_authenticated_and_authorized() {
     ns.delete().await;
 }
 
+/// The value of the sample `series` (name and labels exactly as printed) in a metrics text.
+fn metric_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
 /// `kubectl get --raw /api/v1/nodes/<node>/proxy/stats/summary` shows non-zero CPU and memory
 /// for a running pod; `/metrics/resource` has the series metrics-server reads; `/metrics` the
 /// kubelet's own; `/healthz` answers through the API server.
@@ -842,7 +849,18 @@ async fn stats_and_metrics_through_the_api_server() {
     assert!(res.contains("pod_memory_working_set_bytes{"), "{res}");
     assert!(res.contains("resource_scrape_error 0"), "{res}");
 
-    let m = raw("/metrics");
+    // The SLI is taken from the first watch event after the status write that made every
+    // container Running (the write's own event may arrive before its response, as with the Go
+    // kubelet): a label change makes one.
+    kubectl(&["-n", &ns.name, "label", "pod", "busy", "observed=yes"]);
+    let mut m = raw("/metrics");
+    for _ in 0..40 {
+        if metric_value(&m, "kubelet_pod_start_sli_duration_seconds_count").unwrap_or(0.0) >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        m = raw("/metrics");
+    }
     assert!(
         m.contains(&format!("kubelet_node_name{{node=\"{node}\"}} 1")),
         "{m}"
@@ -857,6 +875,21 @@ async fn stats_and_metrics_through_the_api_server() {
         "{m}"
     );
     assert!(m.contains("kubelet_http_requests_total{"), "{m}");
+    // The pod start histograms (Go's names): the pod above started through this kubelet and
+    // was then seen Running through the watch.
+    for series in [
+        "kubelet_pod_start_total_duration_seconds_count",
+        "kubelet_pod_start_sli_duration_seconds_count",
+        "kubelet_pod_start_duration_seconds_count",
+        "kubelet_pod_worker_start_duration_seconds_count",
+        "kubelet_pod_worker_duration_seconds_count{operation_type=\"create\"}",
+    ] {
+        let n = metric_value(&m, series).unwrap_or_else(|| panic!("{series} missing:\n{m}"));
+        assert!(n >= 1.0, "{series} = {n}");
+    }
+    let sli = metric_value(&m, "kubelet_pod_start_sli_duration_seconds_sum").unwrap();
+    let total = metric_value(&m, "kubelet_pod_start_total_duration_seconds_sum").unwrap();
+    assert!(sli > 0.0 && sli <= total, "sli {sli} total {total}");
 
     assert_eq!(raw("/healthz"), "ok");
     let pods: serde_json::Value = serde_json::from_str(&raw("/pods")).unwrap();

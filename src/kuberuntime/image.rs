@@ -146,12 +146,17 @@ pub async fn ensure_image(
         event(true, reason::FAILED, "Error: ImagePullBackOff".into());
         return Err(w);
     }
+    let uid = crate::pod::uid(pod);
+    let latency = crate::pod::startup_latency::tracker();
+    latency.record_image_started_pulling(uid, std::time::SystemTime::now());
     let waiting_started = Instant::now();
     let _guard = ctx.pull_lock.lock().await;
     event(false, reason::PULLING, format!("Pulling image {image:?}"));
     let pull_started = Instant::now();
     match pull_with_credentials(&ctx.cri, &image, &credentials, sandbox_config).await {
         Ok(image_ref) => {
+            // as Go: a failed pull's session stays open and is never counted
+            latency.record_image_finished_pulling(uid, std::time::SystemTime::now());
             let pull = crate::time::truncate_ms(pull_started.elapsed());
             let total = crate::time::truncate_ms(waiting_started.elapsed());
             let size = ctx

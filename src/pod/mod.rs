@@ -16,6 +16,7 @@ pub mod mirror;
 pub mod reasons;
 pub mod runtime;
 pub mod spec;
+pub mod startup_latency;
 pub mod states;
 mod sync;
 pub mod workers;

@@ -610,6 +610,14 @@ impl PodWorker {
     /// returns when the pod is cleaned up or deckhand shuts down.
     async fn run(mut self, cancel: CancellationToken) {
         let mut next_wake: Option<Instant> = None;
+        // kubelet_pod_worker_duration_seconds's operation_type for the next sync (Go's
+        // SyncPodType): the first sync creates, one after a change of the pod updates
+        let mut sync_kind = "create";
+        {
+            let uid = super::uid(&self.rx.borrow().pod).to_string();
+            let latency = super::startup_latency::tracker();
+            latency.record_first_seen(&uid, std::time::SystemTime::now());
+        }
         loop {
             let update = self.rx.borrow_and_update().clone();
             if deleting(&update) {
@@ -657,6 +665,14 @@ impl PodWorker {
                 continue;
             }
             // Sync; abandon it if the pod is deleted meanwhile (e.g. during a long pull).
+            let started = Instant::now();
+            if sync_kind == "create" {
+                let latency = super::startup_latency::tracker();
+                if let Some(seen) = latency.first_seen(super::uid(&update.pod)) {
+                    let waited = std::time::SystemTime::now().duration_since(seen);
+                    crate::server::metrics::observe_pod_worker_start(waited.unwrap_or_default());
+                }
+            }
             let outcome = {
                 let mut rx = self.rx.clone();
                 let pod = update.pod.clone();
@@ -673,6 +689,10 @@ impl PodWorker {
                     }
                 }
             };
+            if outcome.is_some() {
+                crate::server::metrics::observe_pod_worker(sync_kind, started.elapsed());
+            }
+            sync_kind = "sync";
             next_wake = match outcome {
                 None => continue,
                 Some(Ok(next)) => next.map(|t| {
@@ -688,7 +708,10 @@ impl PodWorker {
                 .min(self.active_deadline_wake(&self.rx.borrow().pod.clone()));
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                r = self.rx.changed() => { if r.is_err() { return; } }
+                r = self.rx.changed() => {
+                    if r.is_err() { return; }
+                    sync_kind = "update";
+                }
                 _ = self.notify.notified() => {}
                 u = self.probe_rx.recv() => {
                     if let Some((cid, u)) = u {

@@ -10,7 +10,12 @@
 //! `kubelet_runtime_operations_duration_seconds{operation_type}` (every CRI call, through
 //! [`crate::cri::CALL_OBSERVER`]), `kubelet_http_requests_total`,
 //! `kubelet_http_inflight_requests` and `kubelet_http_requests_duration_seconds`
-//! `{method,path,server_type,long_running}`.
+//! `{method,path,server_type,long_running}`, and the pod start histograms
+//! `kubelet_pod_start_duration_seconds`, `kubelet_pod_start_sli_duration_seconds`,
+//! `kubelet_pod_start_total_duration_seconds`, `kubelet_first_network_pod_start_sli_duration_seconds`,
+//! `kubelet_pod_worker_duration_seconds{operation_type}` and
+//! `kubelet_pod_worker_start_duration_seconds` (Go's buckets; see
+//! [`crate::pod::startup_latency`]).
 
 use super::stats::Summary;
 use crate::cri::{api, CriClient};
@@ -64,6 +69,72 @@ fn runtime_ops() -> &'static RuntimeOps {
         errors: Family::default(),
         duration: Family::new_with_constructor(runtime_histogram),
     })
+}
+
+/// The Go kubelet's pod startup buckets (`podStartupDurationBuckets`), in seconds.
+const POD_STARTUP_BUCKETS: [f64; 25] = [
+    0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 180.0, 240.0,
+    300.0, 360.0, 480.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
+];
+
+/// Pod start and pod worker metrics, process-wide (observed by the pod workers, the source and
+/// the status manager).
+struct PodStart {
+    start_duration: Histogram,
+    sli_duration: Histogram,
+    total_duration: Histogram,
+    first_network_sli: Gauge<f64, std::sync::atomic::AtomicU64>,
+    worker_duration: HistogramFamily,
+    worker_start_duration: Histogram,
+}
+
+fn pod_start() -> &'static PodStart {
+    static M: OnceLock<PodStart> = OnceLock::new();
+    M.get_or_init(|| PodStart {
+        start_duration: Histogram::new(POD_STARTUP_BUCKETS),
+        sli_duration: Histogram::new(POD_STARTUP_BUCKETS),
+        total_duration: Histogram::new(POD_STARTUP_BUCKETS),
+        first_network_sli: Gauge::default(),
+        worker_duration: Family::new_with_constructor(default_histogram),
+        worker_start_duration: default_histogram(),
+    })
+}
+
+/// Records a pod start seen through the watch (`kubelet_pod_start_total_duration_seconds`,
+/// `kubelet_pod_start_sli_duration_seconds`, `kubelet_first_network_pod_start_sli_duration_seconds`).
+pub fn observe_pod_startup(obs: &crate::pod::startup_latency::StartupObservation) {
+    let m = pod_start();
+    m.total_duration.observe(obs.total.as_secs_f64());
+    if let Some(sli) = obs.sli {
+        m.sli_duration.observe(sli.as_secs_f64());
+        if obs.first_network_pod {
+            m.first_network_sli.set(sli.as_secs_f64());
+        }
+    }
+}
+
+/// Records first sight → the status that makes the pod Running (`kubelet_pod_start_duration_seconds`,
+/// see [`crate::pod::startup_latency::records_pod_start`]).
+pub fn observe_pod_start_duration(since_first_seen: Duration) {
+    pod_start()
+        .start_duration
+        .observe(since_first_seen.as_secs_f64());
+}
+
+/// Records one pod sync (`kubelet_pod_worker_duration_seconds{operation_type}`:
+/// `create` for a pod's first sync, `update` after a change of the pod, `sync` otherwise).
+pub fn observe_pod_worker(operation_type: &str, took: Duration) {
+    pod_start()
+        .worker_duration
+        .get_or_create(&vec![("operation_type".into(), operation_type.into())])
+        .observe(took.as_secs_f64());
+}
+
+/// Records first sight → a pod's first sync (`kubelet_pod_worker_start_duration_seconds`).
+pub fn observe_pod_worker_start(since_first_seen: Duration) {
+    pod_start()
+        .worker_start_duration
+        .observe(since_first_seen.as_secs_f64());
 }
 
 /// The Go kubelet's `operation_type` for a CRI method name: snake case, with `PodSandbox` as
@@ -197,6 +268,37 @@ impl Metrics {
             "kubelet_runtime_operations_duration_seconds",
             "[ALPHA] Duration in seconds of runtime operations. Broken down by operation type.",
             ops.duration.clone(),
+        );
+        let ps = pod_start();
+        registry.register(
+            "kubelet_pod_start_duration_seconds",
+            "[ALPHA] Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
+            ps.start_duration.clone(),
+        );
+        registry.register(
+            "kubelet_pod_start_sli_duration_seconds",
+            "[ALPHA] Duration in seconds to start a pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
+            ps.sli_duration.clone(),
+        );
+        registry.register(
+            "kubelet_pod_start_total_duration_seconds",
+            "[ALPHA] Duration in seconds to start a pod since creation, including time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
+            ps.total_duration.clone(),
+        );
+        registry.register(
+            "kubelet_first_network_pod_start_sli_duration_seconds",
+            "[INTERNAL] Duration in seconds to start the first network pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
+            ps.first_network_sli.clone(),
+        );
+        registry.register(
+            "kubelet_pod_worker_duration_seconds",
+            "[ALPHA] Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync",
+            ps.worker_duration.clone(),
+        );
+        registry.register(
+            "kubelet_pod_worker_start_duration_seconds",
+            "[ALPHA] Duration in seconds from kubelet seeing a pod to starting a worker.",
+            ps.worker_start_duration.clone(),
         );
         let http_requests = Family::<Labels, Counter>::default();
         registry.register(
@@ -489,6 +591,33 @@ mod tests {
         assert_eq!(path_bucket("/nope"), "other");
         assert!(long_running("exec") && long_running("portForward") && !long_running("pods"));
         assert_eq!(method_bucket("BREW"), "other");
+    }
+
+    #[test]
+    fn pod_start_metrics_have_the_go_names_and_buckets() {
+        let m = Metrics::new("n1");
+        observe_pod_startup(&crate::pod::startup_latency::StartupObservation {
+            total: Duration::from_millis(1500),
+            sli: Some(Duration::from_millis(700)),
+            first_network_pod: true,
+        });
+        observe_pod_start_duration(Duration::from_millis(300));
+        observe_pod_worker("create", Duration::from_millis(40));
+        observe_pod_worker_start(Duration::from_millis(2));
+        let mut out = String::new();
+        encode(&mut out, &m.registry).unwrap();
+        for want in [
+            "kubelet_pod_start_total_duration_seconds_bucket{le=\"2.0\"}",
+            "kubelet_pod_start_sli_duration_seconds_bucket{le=\"1.0\"}",
+            "kubelet_pod_start_sli_duration_seconds_bucket{le=\"3600.0\"}",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"0.5\"}",
+            "kubelet_first_network_pod_start_sli_duration_seconds 0.7",
+            "operation_type=\"create\"",
+            "kubelet_pod_worker_duration_seconds_bucket{",
+            "kubelet_pod_worker_start_duration_seconds_count",
+        ] {
+            assert!(out.contains(want), "{want} missing:\n{out}");
+        }
     }
 
     #[test]

@@ -52,19 +52,41 @@ pub async fn run(
             }
             Ok(Event::InitApply(p)) => {
                 listing.insert(crate::pod::uid(&p).to_string());
+                observe_startup(&p);
                 PodEvent::Apply(p)
             }
             Ok(Event::InitDone) => PodEvent::Synced(std::mem::take(&mut listing)),
-            Ok(Event::Apply(p)) => PodEvent::Apply(p),
-            Ok(Event::Delete(p)) => PodEvent::Delete(p),
+            Ok(Event::Apply(p)) => {
+                observe_startup(&p);
+                PodEvent::Apply(p)
+            }
+            Ok(Event::Delete(p)) => {
+                crate::pod::startup_latency::tracker().delete(crate::pod::uid(&p));
+                PodEvent::Delete(p)
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "pod watch error; retrying");
+                tracing::warn!(error = ?e, "pod watch error; retrying");
                 continue;
             }
         };
         if tx.send(out).await.is_err() {
             return;
         }
+    }
+}
+
+/// Hands a watch event to the pod startup latency tracker and records the pod start it
+/// completes, if any (Go `ObservedPodOnWatch` in `config/config.go`, with its log line).
+fn observe_startup(pod: &Pod) {
+    let tracker = crate::pod::startup_latency::tracker();
+    if let Some(obs) = tracker.observed_pod_on_watch(pod, std::time::SystemTime::now()) {
+        tracing::info!(
+            pod = %format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or("")),
+            pod_start_slo_duration_s = obs.sli.map(|d| d.as_secs_f64()),
+            pod_start_e2e_duration_s = obs.total.as_secs_f64(),
+            "Observed pod startup duration"
+        );
+        crate::server::metrics::observe_pod_startup(&obs);
     }
 }
 
@@ -99,7 +121,7 @@ impl ServiceLister {
                     _ = cancel.cancelled() => return,
                     ev = stream.next() => match ev {
                         None => return,
-                        Some(Err(e)) => tracing::warn!(error = %e, "service watch error; retrying"),
+                        Some(Err(e)) => tracing::warn!(error = ?e, "service watch error; retrying"),
                         Some(Ok(_)) => {}
                     },
                 }

@@ -276,6 +276,10 @@ impl StatusManager {
             carry_over(old, &mut status);
         }
         observe_generation(pod, known.as_ref(), &mut status);
+        let phase = status.phase.as_deref().unwrap_or("Pending");
+        if let Some(d) = crate::pod::startup_latency::tracker().status_generated(uid, phase) {
+            crate::server::metrics::observe_pod_start_duration(d);
+        }
         status
     }
 
@@ -452,6 +456,8 @@ impl StatusManager {
         .await;
         match sent {
             Ok(Ok(written)) => {
+                crate::pod::startup_latency::tracker()
+                    .record_status_updated(&written, std::time::SystemTime::now());
                 let rv = written.metadata.resource_version.as_deref();
                 let mut rvs = self.inner.written_rv.lock().unwrap();
                 match rv.and_then(|v| v.parse::<u64>().ok()) {

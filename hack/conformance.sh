@@ -448,4 +448,10 @@ else
 fi
 summarize
 if [ -n "$KNOWN_FAILURES" ]; then check_known_failures; fi
+# a focus that selects nothing is a mistake, not a pass (e.g. one naming [Serial] itself: ginkgo
+# matches the focus against the test's text, and the serial phase adds its own [Serial] to it)
+if [ "$(sed -n 's/^selected \([0-9]*\).*/\1/p' "$OUT/summary.txt")" = 0 ]; then
+  echo "conformance: FAILED: the focus selected no test" >&2
+  exit 1
+fi
 

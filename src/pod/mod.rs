@@ -35,6 +35,16 @@ pub fn format_pod(pod: &Pod) -> String {
     )
 }
 
+/// The tracing span of a pod's log lines: `pod{pod.namespace, pod.name, pod.uid}`.
+pub fn span(pod: &Pod) -> tracing::Span {
+    tracing::info_span!(
+        "pod",
+        pod.namespace = pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.name = pod.metadata.name.as_deref().unwrap_or(""),
+        pod.uid = uid(pod)
+    )
+}
+
 /// The pod's UID (empty when absent, which the API server never sends).
 pub fn uid(pod: &Pod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or("")

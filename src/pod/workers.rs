@@ -74,15 +74,6 @@ pub struct PodWorkers {
     pending_resizes: HashMap<String, (Pod, ResizeCondition)>,
 }
 
-fn span_for(pod: &Pod) -> tracing::Span {
-    tracing::info_span!(
-        "pod",
-        pod.namespace = pod.metadata.namespace.as_deref().unwrap_or(""),
-        pod.name = pod.metadata.name.as_deref().unwrap_or(""),
-        pod.uid = super::uid(pod)
-    )
-}
-
 impl PodWorkers {
     /// A dispatcher over `ctx`.
     pub fn new(ctx: Arc<SyncContext>) -> Self {
@@ -172,7 +163,7 @@ impl PodWorkers {
             resize_error: None,
         };
         let done = self.done_tx.clone();
-        let span = span_for(&pod);
+        let span = super::span(&pod);
         let cancel = cancel.child_token();
         let uid2 = uid.clone();
         let name = format!(
@@ -224,7 +215,7 @@ impl PodWorkers {
                 r = super::admission::admit(pod, &fresh, &others).err()?;
             }
         }
-        span_for(pod).in_scope(|| {
+        super::span(pod).in_scope(|| {
             tracing::warn!(reason = %r.reason, message = %r.message, "pod rejected at admission")
         });
         self.ctx
@@ -282,7 +273,7 @@ impl PodWorkers {
                     .allocation
                     .set_allocated(&uid, allocation_from_pod(&pod));
                 self.pending_resizes.remove(&uid);
-                span_for(&pod).in_scope(|| tracing::info!("in-place resize accepted"));
+                super::span(&pod).in_scope(|| tracing::info!("in-place resize accepted"));
                 let msg = resize_event_message("Pod resize started", &pod, "");
                 self.ctx
                     .recorder

@@ -80,12 +80,13 @@ pub async fn run(
 fn observe_startup(pod: &Pod) {
     let tracker = crate::pod::startup_latency::tracker();
     if let Some(obs) = tracker.observed_pod_on_watch(pod, std::time::SystemTime::now()) {
-        tracing::info!(
-            pod = %format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or("")),
-            pod_start_slo_duration_s = obs.sli.map(|d| d.as_secs_f64()),
-            pod_start_e2e_duration_s = obs.total.as_secs_f64(),
-            "Observed pod startup duration"
-        );
+        crate::pod::span(pod).in_scope(|| {
+            tracing::info!(
+                pod_start_slo_duration_s = obs.sli.map(|d| d.as_secs_f64()),
+                pod_start_e2e_duration_s = obs.total.as_secs_f64(),
+                "Observed pod startup duration"
+            )
+        });
         crate::server::metrics::observe_pod_startup(&obs);
     }
 }

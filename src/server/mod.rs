@@ -17,6 +17,7 @@
 //! Container log rotation (the Go kubelet's container log manager) is in [`logrotate`].
 
 pub mod auth;
+pub mod flushing;
 pub mod healthz;
 pub mod logrotate;
 pub mod logs;
@@ -550,9 +551,10 @@ impl State {
                 let _ = tx.send(Bytes::from(e.to_string())).await;
             }
         });
-        let body = StreamBody::new(
+        // Written out chunk by chunk, as the Go kubelet's flushwriter does (see `flushing`).
+        let body = flushing::FlushEachFrame::new(StreamBody::new(
             tokio_stream::wrappers::ReceiverStream::new(rx).map(|b| Ok(Frame::data(b))),
-        );
+        ));
         let mut r = Response::new(BodyExt::boxed_unsync(body));
         r.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));

@@ -23,6 +23,10 @@ pub const REASON_FAILED_SCHEDULING: &str = "FailedScheduling";
 pub const ACTION_SCHEDULING: &str = "Scheduling";
 /// Action of successful bindings.
 pub const ACTION_BINDING: &str = "Binding";
+/// The event on a pod evicted to make room for a more important one.
+pub const REASON_PREEMPTED: &str = "Preempted";
+/// Its action.
+pub const ACTION_PREEMPTING: &str = "Preempting";
 
 /// How long repeats fold into one series (client-go `maxTriesPerEvent`/isomorphic window: 6 min).
 const SERIES_WINDOW_SECONDS: i64 = 6 * 60;

@@ -84,6 +84,8 @@ pub struct SchedPod {
     pub balanced_request: (i64, i64),
     pub priority: i32,
     pub preemption_never: bool,
+    /// `status.nominatedNodeName`: the node an earlier preemption made room on.
+    pub nominated_node_name: Option<String>,
 }
 
 impl SchedPod {
@@ -106,6 +108,11 @@ impl SchedPod {
             balanced_request: score_request(pod, false),
             priority: spec.and_then(|s| s.priority).unwrap_or(0),
             preemption_never: spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never"),
+            nominated_node_name: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.nominated_node_name.clone())
+                .filter(|n| !n.is_empty()),
         }
     }
 }

@@ -12,16 +12,16 @@
 //! | taints and tolerations | `v1.Toleration.ToleratesTaint` | [`taints`] |
 //! | filter plugins (pure) | `framework/plugins/{nodeunschedulable,nodename,tainttoleration,nodeaffinity,nodeports,noderesources}` | [`filters`] |
 //! | score plugins (pure) | `noderesources` least-allocated and balanced, `nodeaffinity`, `tainttoleration` | [`scores`] |
-//! | one attempt: filter, score, select, the failure message | `schedule_one.go`, `FitError`, preemption's message | [`schedule_one`] |
+//! | one attempt: filter, score, select, the failure message | `schedule_one.go`, `FitError` | [`schedule_one`] |
+//! | preemption: victims, PDBs, node choice, nominated pods | `defaultpreemption`, `framework/preemption`, `PodNominator` | [`preemption`] |
 //! | active / back-off / unschedulable queue | `backend/queue` | [`queue`] |
 //! | events.k8s.io events | `client-go/tools/events` | [`events`] |
 //! | Lease-based leader election | `client-go/tools/leaderelection` | [`leader`] |
 //! | watches, the scheduling loop, binding, status | `scheduler.go`, `eventhandlers.go`, `DefaultBinder` | [`runner`] |
 //!
 //! Filters and scores are pure functions over a snapshot of the cache; the loop around them is
-//! thin. Not implemented (kube-scheduler defaults that are): preemption (the failure message says
-//! what kube-scheduler's would, but no pod is evicted), pod topology spread, inter-pod affinity,
-//! image locality, volume plugins, dynamic resources, extenders, multiple profiles.
+//! thin. Not implemented (kube-scheduler defaults that are): pod topology spread, inter-pod
+//! affinity, image locality, volume plugins, dynamic resources, extenders, multiple profiles.
 
 pub mod affinity;
 pub mod cache;
@@ -29,6 +29,7 @@ pub mod events;
 pub mod filters;
 pub mod leader;
 pub mod nodeinfo;
+pub mod preemption;
 pub mod queue;
 pub mod resources;
 pub mod runner;

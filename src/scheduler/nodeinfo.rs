@@ -5,7 +5,8 @@
 
 use super::resources::{node_allocatable, pod_resource, PodResource, Resource};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use std::collections::HashMap;
+use k8s_openapi::jiff::Timestamp;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// The host IP meaning "all addresses".
@@ -107,21 +108,52 @@ impl HostPortInfo {
     }
 }
 
-/// What one pod contributes to its node, kept so that removal does not need the pod object.
+/// What one pod contributes to its node, kept so that removal does not need the pod object, and
+/// what preemption needs to know of it as a possible victim.
 #[derive(Debug, Clone)]
 pub struct PodAccount {
     pub resource: PodResource,
     pub ports: Vec<HostPort>,
-    /// `spec.priority` (0 when unset), for the preemption part of the failure message.
+    /// `spec.priority` (0 when unset).
     pub priority: i32,
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.generation`, for the observedGeneration of the DisruptionTarget condition.
+    pub generation: Option<i64>,
+    /// `status.startTime` (`util.GetPodStartTime`; `None` reads as "now", the youngest).
+    pub start_time: Option<Timestamp>,
+    /// Deleted (`deletionTimestamp` set) with `DisruptionTarget=True` reason
+    /// `PreemptionByScheduler`: a victim of an earlier preemption still terminating
+    /// (`podTerminatingByPreemption`).
+    pub terminating_by_preemption: bool,
 }
 
 impl PodAccount {
     pub fn of(pod: &Pod) -> Self {
+        let by_preemption = pod.metadata.deletion_timestamp.is_some()
+            && pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "DisruptionTarget"))
+                .is_some_and(|c| {
+                    c.status == "True" && c.reason.as_deref() == Some("PreemptionByScheduler")
+                });
         Self {
             resource: pod_resource(pod),
             ports: host_ports(pod),
             priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            generation: pod.metadata.generation,
+            start_time: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0),
+            terminating_by_preemption: by_preemption,
         }
     }
 }
@@ -170,6 +202,11 @@ impl NodeInfo {
     /// Whether the pod with this UID is counted on the node.
     pub fn has_pod(&self, uid: &str) -> bool {
         self.pods.contains_key(uid)
+    }
+
+    /// The account of one pod on the node.
+    pub fn pod(&self, uid: &str) -> Option<&PodAccount> {
+        self.pods.get(uid)
     }
 
     /// The accounts of the pods on the node, by UID.

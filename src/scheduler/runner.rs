@@ -7,12 +7,15 @@
 use super::cache::Cache;
 use super::events::{self, Recorder};
 use super::filters::{run_filters, SchedPod};
+use super::nodeinfo::PodAccount;
+use super::preemption::{Candidate, Nominator, Pdb};
 use super::queue::SchedulingQueue;
 use super::schedule_one::{schedule, ScheduleError, SearchState};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use rand::rngs::StdRng;
@@ -43,6 +46,11 @@ struct State {
     cache: Cache,
     queue: SchedulingQueue,
     search: SearchState,
+    /// Pods that preempted, holding room on their nominated node.
+    nominator: Nominator,
+    /// PodDisruptionBudgets by `namespace/name`, and the same as a list for the algorithm.
+    pdbs: BTreeMap<String, Pdb>,
+    pdb_list: Vec<Pdb>,
 }
 
 /// Shared between the watch tasks, the loop and the binders.
@@ -163,6 +171,7 @@ impl Shared {
         let now = Instant::now();
         let mut st = self.state.lock().unwrap();
         if node_name_of(&pod).is_some() {
+            st.nominator.remove(&uid);
             let before = st.cache.pod_node(&uid).map(str::to_string);
             let before_req = before
                 .as_ref()
@@ -184,12 +193,19 @@ impl Shared {
         let pending = self.ours(&pod) && pod.metadata.deletion_timestamp.is_none();
         if !pending {
             st.queue.delete(&uid);
+            st.nominator.remove(&uid);
             return;
         }
         if st.cache.is_assumed(&uid) {
             // an older unbound version of a pod we already placed
             return;
         }
+        let nominated = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.as_deref())
+            .filter(|n| !n.is_empty());
+        st.nominator.observe(&uid, nominated, PodAccount::of(&pod));
         st.queue.add(Arc::new(pod), now);
         self.wake.notify_one();
     }
@@ -198,6 +214,7 @@ impl Shared {
         let uid = uid_of(pod);
         let mut st = self.state.lock().unwrap();
         st.queue.delete(&uid);
+        st.nominator.remove(&uid);
         if let Some(node) = st.cache.remove_pod(&uid) {
             if st.move_pods_fitting(&node, Instant::now()) > 0 {
                 self.wake.notify_one();
@@ -218,6 +235,21 @@ impl Shared {
         for n in gone {
             st.cache.remove_node(&n);
         }
+    }
+
+    fn on_pdb(&self, pdb: Option<&PodDisruptionBudget>, key: String) {
+        let mut st = self.state.lock().unwrap();
+        match pdb {
+            Some(p) => st.pdbs.insert(key, Pdb::of(p)),
+            None => st.pdbs.remove(&key),
+        };
+        st.pdb_list = st.pdbs.values().cloned().collect();
+    }
+
+    fn resync_pdbs(&self, seen: &HashSet<String>) {
+        let mut st = self.state.lock().unwrap();
+        st.pdbs.retain(|k, _| seen.contains(k));
+        st.pdb_list = st.pdbs.values().cloned().collect();
     }
 
     fn resync_pods(&self, seen: &HashSet<String>) {
@@ -283,40 +315,92 @@ async fn watch_pods(shared: Arc<Shared>, synced: watch::Sender<bool>) {
     }
 }
 
-/// `PodScheduled=False` with `reason` and `message`, as a strategic-merge patch of pods/status;
-/// `None` when the pod already says exactly that (`podutil.UpdatePodCondition`).
+/// What a failed attempt does to the pod's `status.nominatedNodeName` (`NominatingInfo`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Nomination<'a> {
+    /// Left as it is (no PostFilter result).
+    Keep,
+    /// Set to the node preemption made room on.
+    Set(&'a str),
+    /// Cleared (preemption found no node).
+    Clear,
+}
+
+/// The API's time format at second precision, now.
+fn now_seconds() -> String {
+    Timestamp::from_second(Timestamp::now().as_second())
+        .unwrap_or_else(|_| Timestamp::now())
+        .to_string()
+}
+
+/// `PodScheduled=False` with `reason` and `message`, and the nomination, as a strategic-merge
+/// patch of pods/status (`updatePod`); `None` when the pod already says exactly that
+/// (`podutil.UpdatePodCondition`, and a nomination that is already there or already absent).
 pub fn unschedulable_condition_patch(
     pod: &Pod,
     reason: &str,
     message: &str,
+    nomination: Nomination<'_>,
 ) -> Option<serde_json::Value> {
-    let current = pod
-        .status
-        .as_ref()
+    let status = pod.status.as_ref();
+    let current = status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
-    if current.is_some_and(|c| {
+    let nominated = status
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty());
+    let mut patch = serde_json::json!({"status": {}});
+    match nomination {
+        Nomination::Set(node) if nominated != Some(node) => {
+            patch["status"]["nominatedNodeName"] = node.into();
+        }
+        Nomination::Clear if nominated.is_some() => {
+            patch["status"]["nominatedNodeName"] = serde_json::Value::Null;
+        }
+        _ => {}
+    }
+    let same = current.is_some_and(|c| {
         c.status == "False"
             && c.reason.as_deref() == Some(reason)
             && c.message.as_deref() == Some(message)
-    }) {
-        return None;
-    }
-    let mut cond = serde_json::json!({
-        "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
     });
-    if let Some(g) = pod.metadata.generation {
-        cond["observedGeneration"] = g.into();
+    if !same {
+        let mut cond = serde_json::json!({
+            "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+        });
+        if let Some(g) = pod.metadata.generation {
+            cond["observedGeneration"] = g.into();
+        }
+        if current.is_none_or(|c| c.status != "False") {
+            cond["lastTransitionTime"] = now_seconds().into();
+        }
+        patch["status"]["conditions"] = serde_json::json!([cond]);
     }
-    if current.is_none_or(|c| c.status != "False") {
-        let now = Timestamp::from_second(Timestamp::now().as_second())
-            .unwrap_or_else(|_| Timestamp::now());
-        cond["lastTransitionTime"] = serde_json::Value::String(now.to_string());
-    }
-    Some(serde_json::json!({"status": {"conditions": [cond]}}))
+    let empty = patch["status"].as_object().is_some_and(|m| m.is_empty());
+    (!empty).then_some(patch)
 }
 
-fn report_failure(shared: &Arc<Shared>, pod: &Pod, reason: &'static str, message: String) {
+/// The DisruptionTarget condition kube-scheduler puts on a victim before deleting it, as a
+/// strategic-merge patch of pods/status (`Executor.PreemptPod`).
+pub fn disruption_target_patch(scheduler_name: &str, generation: Option<i64>) -> serde_json::Value {
+    let mut cond = serde_json::json!({
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": format!("{scheduler_name}: preempting to accommodate a higher priority pod"),
+        "lastTransitionTime": now_seconds(),
+    });
+    if let Some(g) = generation {
+        cond["observedGeneration"] = g.into();
+    }
+    serde_json::json!({"status": {"conditions": [cond]}})
+}
+
+fn report_failure(
+    shared: &Arc<Shared>,
+    pod: &Pod,
+    reason: &'static str,
+    message: String,
+    nomination: Nomination<'_>,
+) {
     shared.recorder.pod(
         pod,
         true,
@@ -324,7 +408,7 @@ fn report_failure(shared: &Arc<Shared>, pod: &Pod, reason: &'static str, message
         events::ACTION_SCHEDULING,
         message.clone(),
     );
-    let Some(patch) = unschedulable_condition_patch(pod, reason, &message) else {
+    let Some(patch) = unschedulable_condition_patch(pod, reason, &message, nomination) else {
         return;
     };
     let api: Api<Pod> = Api::namespaced(
@@ -387,8 +471,107 @@ async fn bind(shared: Arc<Shared>, pod: Arc<Pod>, node: String) {
                     &pod,
                     "SchedulerError",
                     format!("binding rejected: {e}"),
+                    Nomination::Keep,
                 );
             }
+        }
+    }
+}
+
+/// Evicts the victims of a preemption (`Executor.prepareCandidate`, run asynchronously as with
+/// kube-scheduler's SchedulerAsyncPreemption): for each, the DisruptionTarget condition, then
+/// the delete (with the victim's UID as precondition) and a `Preempted` event; then clears the
+/// nomination of the less important pods that were nominated to the node.
+async fn preempt_victims(
+    shared: Arc<Shared>,
+    preemptor: Arc<Pod>,
+    candidate: Candidate,
+    cleared: Vec<(String, String, String)>,
+) {
+    let preemptor_uid = uid_of(&preemptor);
+    let node = &candidate.node;
+    for v in &candidate.victims {
+        let api: Api<Pod> = Api::namespaced(shared.client.clone(), &v.namespace);
+        let patch = disruption_target_patch(&shared.cfg.scheduler_name, v.generation);
+        let gone =
+            |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
+        if let Err(e) = api
+            .patch_status(&v.name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+        {
+            if !gone(&e) {
+                tracing::warn!(victim = %format!("{}/{}", v.namespace, v.name), error = %e,
+                    "could not add the DisruptionTarget condition; not preempting it");
+            }
+            continue;
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(v.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        if let Err(e) = api.delete(&v.name, &params).await {
+            if !gone(&e) {
+                tracing::warn!(victim = %format!("{}/{}", v.namespace, v.name), error = %e,
+                    "deleting the preempted pod failed");
+            }
+            continue;
+        }
+        tracing::info!(preemptor = %key(&preemptor), victim = %format!("{}/{}", v.namespace, v.name),
+            node = %node, "preemptor pod preempted victim pod");
+        let mut victim = Pod::default();
+        victim.metadata.namespace = Some(v.namespace.clone());
+        victim.metadata.name = Some(v.name.clone());
+        victim.metadata.uid = Some(v.uid.clone());
+        shared.recorder.pod(
+            &victim,
+            false,
+            events::REASON_PREEMPTED,
+            events::ACTION_PREEMPTING,
+            format!("Preempted by pod {preemptor_uid} on node {node}"),
+        );
+    }
+    for (_, ns, name) in cleared {
+        let api: Api<Pod> = Api::namespaced(shared.client.clone(), &ns);
+        let patch = serde_json::json!({"status": {"nominatedNodeName": null}});
+        if let Err(e) = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+        {
+            tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "clearing a nomination failed");
+        }
+    }
+}
+
+async fn watch_pdbs(shared: Arc<Shared>, synced: watch::Sender<bool>) {
+    let api: Api<PodDisruptionBudget> = Api::all(shared.client.clone());
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let key = |p: &PodDisruptionBudget| {
+        format!(
+            "{}/{}",
+            p.metadata.namespace.as_deref().unwrap_or(""),
+            p.metadata.name.as_deref().unwrap_or("")
+        )
+    };
+    let mut seen = HashSet::new();
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(Event::Init) => seen.clear(),
+            Ok(Event::InitApply(p)) => {
+                seen.insert(key(&p));
+                shared.on_pdb(Some(&p), key(&p));
+            }
+            Ok(Event::InitDone) => {
+                shared.resync_pdbs(&seen);
+                let _ = synced.send(true);
+            }
+            Ok(Event::Apply(p)) => shared.on_pdb(Some(&p), key(&p)),
+            Ok(Event::Delete(p)) => shared.on_pdb(None, key(&p)),
+            Err(e) => tracing::warn!(error = %e, "PodDisruptionBudget watch failed; retrying"),
         }
     }
 }
@@ -404,19 +587,25 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
             cache: Cache::new(),
             queue: SchedulingQueue::new(),
             search: SearchState::default(),
+            nominator: Nominator::new(),
+            pdbs: BTreeMap::new(),
+            pdb_list: Vec::new(),
         }),
         wake: Notify::new(),
         recorder,
     });
     let (nodes_tx, mut nodes_rx) = watch::channel(false);
     let (pods_tx, mut pods_rx) = watch::channel(false);
+    let (pdbs_tx, mut pdbs_rx) = watch::channel(false);
     let watchers = [
         tokio::spawn(watch_nodes(shared.clone(), nodes_tx)),
         tokio::spawn(watch_pods(shared.clone(), pods_tx)),
+        tokio::spawn(watch_pdbs(shared.clone(), pdbs_tx)),
     ];
     let synced = async {
         let _ = nodes_rx.wait_for(|s| *s).await;
         let _ = pods_rx.wait_for(|s| *s).await;
+        let _ = pdbs_rx.wait_for(|s| *s).await;
     };
     tokio::select! {
         _ = cancel.cancelled() => {
@@ -462,13 +651,22 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
             shared.state.lock().unwrap().queue.done_scheduled(&uid);
             continue;
         }
-        let sp = SchedPod::new(&pod);
+        let mut sp = SchedPod::new(&pod);
         let started = Instant::now();
         let result = {
             let mut st = shared.state.lock().unwrap();
-            let State { cache, search, .. } = &mut *st;
+            let State {
+                cache,
+                search,
+                nominator,
+                pdb_list,
+                ..
+            } = &mut *st;
+            if sp.nominated_node_name.is_none() {
+                sp.nominated_node_name = nominator.node_of(&uid).map(str::to_string);
+            }
             let nodes = cache.snapshot();
-            schedule(&sp, &nodes, search, &mut rng)
+            schedule(&sp, &nodes, nominator, pdb_list, search, &mut rng)
         };
         match result {
             Ok(placement) => {
@@ -480,6 +678,7 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
                     let mut st = shared.state.lock().unwrap();
                     st.cache.assume(&assumed, &placement.node);
                     st.queue.done_scheduled(&uid);
+                    st.nominator.remove(&uid);
                 }
                 tracing::debug!(pod = %key(&pod), node = %placement.node,
                     evaluated = placement.evaluated, feasible = placement.feasible,
@@ -496,19 +695,45 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
             }
             Err(err) => {
                 let message = err.message();
-                shared
-                    .state
-                    .lock()
-                    .unwrap()
-                    .queue
-                    .done_unschedulable(&uid, Instant::now());
+                let (preemption, clear) = match &err {
+                    ScheduleError::Fit(f) => (f.preemption.clone(), f.clear_nomination),
+                    ScheduleError::NoNodes => (None, true),
+                };
+                {
+                    let mut st = shared.state.lock().unwrap();
+                    st.queue.done_unschedulable(&uid, Instant::now());
+                    if let Some(c) = &preemption {
+                        let cleared = st.nominator.lower_priority_on(&c.node, sp.priority);
+                        for (u, _, _) in &cleared {
+                            st.nominator.remove(u);
+                        }
+                        st.nominator.add(&uid, &c.node, PodAccount::of(&pod));
+                        tracker.spawn(preempt_victims(
+                            shared.clone(),
+                            pod.clone(),
+                            c.clone(),
+                            cleared,
+                        ));
+                    } else if clear {
+                        st.nominator.remove(&uid);
+                    }
+                }
                 let plugins = match &err {
                     ScheduleError::Fit(f) => f.plugins().join(","),
                     ScheduleError::NoNodes => String::new(),
                 };
+                let nomination = match (&preemption, clear) {
+                    (Some(c), _) => {
+                        tracing::info!(pod = %key(&pod), node = %c.node,
+                            victims = c.victims.len(), "preempting: pod nominated to node");
+                        Nomination::Set(&c.node)
+                    }
+                    (None, true) => Nomination::Clear,
+                    (None, false) => Nomination::Keep,
+                };
                 tracing::info!(pod = %key(&pod), attempts = qp.attempts, plugins = %plugins,
                     err = %message, "unable to schedule pod; no fit; waiting");
-                report_failure(&shared, &pod, "Unschedulable", message);
+                report_failure(&shared, &pod, "Unschedulable", message, nomination);
             }
         }
     }
@@ -569,14 +794,70 @@ mod tests {
             "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                 "message": "m1", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
         .unwrap();
-        assert!(unschedulable_condition_patch(&pod, "Unschedulable", "m1").is_none());
-        let p = unschedulable_condition_patch(&pod, "Unschedulable", "m2").unwrap();
+        assert!(
+            unschedulable_condition_patch(&pod, "Unschedulable", "m1", Nomination::Keep).is_none()
+        );
+        assert!(
+            unschedulable_condition_patch(&pod, "Unschedulable", "m1", Nomination::Clear).is_none(),
+            "nothing to clear"
+        );
+        let p =
+            unschedulable_condition_patch(&pod, "Unschedulable", "m2", Nomination::Keep).unwrap();
         let c = &p["status"]["conditions"][0];
         assert_eq!(c["message"], "m2");
         assert_eq!(c["observedGeneration"], 1);
         assert!(c.get("lastTransitionTime").is_none());
         let fresh: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}})).unwrap();
-        let p = unschedulable_condition_patch(&fresh, "Unschedulable", "m").unwrap();
+        let p =
+            unschedulable_condition_patch(&fresh, "Unschedulable", "m", Nomination::Keep).unwrap();
         assert!(p["status"]["conditions"][0]["lastTransitionTime"].is_string());
+        assert!(p["status"].get("nominatedNodeName").is_none());
+    }
+
+    #[test]
+    fn nomination_is_set_cleared_or_kept_with_the_condition() {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "m"}]}}))
+        .unwrap();
+        let set = unschedulable_condition_patch(&pod, "Unschedulable", "m", Nomination::Set("vm"))
+            .unwrap();
+        assert_eq!(
+            set,
+            json!({"status": {"nominatedNodeName": "vm"}}),
+            "only the nomination changes"
+        );
+        let mut nominated = pod.clone();
+        nominated.status.as_mut().unwrap().nominated_node_name = Some("vm".into());
+        assert!(unschedulable_condition_patch(
+            &nominated,
+            "Unschedulable",
+            "m",
+            Nomination::Set("vm")
+        )
+        .is_none());
+        assert!(
+            unschedulable_condition_patch(&nominated, "Unschedulable", "m", Nomination::Keep)
+                .is_none()
+        );
+        let clear =
+            unschedulable_condition_patch(&nominated, "Unschedulable", "m", Nomination::Clear)
+                .unwrap();
+        assert_eq!(clear, json!({"status": {"nominatedNodeName": null}}));
+    }
+
+    #[test]
+    fn victims_get_kube_schedulers_disruption_condition() {
+        let p = disruption_target_patch("default-scheduler", Some(3));
+        let c = &p["status"]["conditions"][0];
+        assert_eq!(c["type"], "DisruptionTarget");
+        assert_eq!(c["status"], "True");
+        assert_eq!(c["reason"], "PreemptionByScheduler");
+        assert_eq!(
+            c["message"],
+            "default-scheduler: preempting to accommodate a higher priority pod"
+        );
+        assert_eq!(c["observedGeneration"], 3);
+        assert!(c["lastTransitionTime"].is_string());
     }
 }

@@ -7,22 +7,19 @@
 //! (`FitError.Error`) and the message part of `framework/preemption` (`Evaluator.Preempt`,
 //! `DefaultPreemption.SelectVictimsOnNode`) at v1.36.3.
 //!
-//! deckhand-scheduler does not preempt. Where kube-scheduler would find preemption victims it
-//! evicts them and writes a failure message without the `preemption:` part; deckhand-scheduler
-//! writes the same message and leaves the pod pending.
+//! When no node fits, [`preemption::preempt`] (DefaultPreemption) runs over the same snapshot:
+//! either it names a node and the pods to evict there ([`FitError::preemption`]; the failure
+//! message then has no `preemption:` part, as kube-scheduler's), or its message is appended.
 
-use super::filters::{plugin, run_filters, Code, Rejection, SchedPod, ERR_AFFINITY_CONFLICT};
+use super::filters::{plugin, Code, Rejection, SchedPod, ERR_AFFINITY_CONFLICT};
 use super::nodeinfo::NodeInfo;
+use super::preemption::{self, run_filters_with_nominated, Candidate, Nominator, Pdb};
 use super::scores::{score_nodes, select_host};
 use rand::Rng;
 use std::collections::BTreeMap;
 
 /// `no nodes available to schedule pods` (`ErrNoNodesAvailable`).
 pub const ERR_NO_NODES: &str = "no nodes available to schedule pods";
-/// Absent-node reason in the preemption part of the message.
-pub const PREEMPTION_NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
-/// A node without lower-priority pods to evict.
-pub const NO_PREEMPTION_VICTIMS: &str = "No preemption victims found for incoming pod";
 
 /// Below this many nodes every node is filtered (`minFeasibleNodesToFind`).
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -55,6 +52,11 @@ pub struct FitError {
     /// The PostFilter (preemption) part, e.g. `preemption: 0/1 nodes are available: 1
     /// Preemption is not helpful for scheduling.`
     pub post_filter_msg: Option<String>,
+    /// The node and victims preemption chose (the PostFilter result's nominated node).
+    pub preemption: Option<Candidate>,
+    /// The pod's nominated node is cleared (preemption found no node; see
+    /// [`preemption::NotHelpful`]).
+    pub clear_nomination: bool,
 }
 
 fn histogram(
@@ -150,10 +152,14 @@ pub struct SearchState {
     pub next_start_node_index: usize,
 }
 
-/// Schedules one pod over `nodes` (the snapshot, in a stable order).
+/// Schedules one pod over `nodes` (the snapshot, in a stable order), counting the pods
+/// `nominator` holds on their nodes; preempts (in the result) when nothing fits, honouring
+/// `pdbs` where it can.
 pub fn schedule(
     pod: &SchedPod,
     nodes: &[&NodeInfo],
+    nominator: &Nominator,
+    pdbs: &[Pdb],
     state: &mut SearchState,
     rng: &mut impl Rng,
 ) -> Result<Placement, ScheduleError> {
@@ -175,8 +181,10 @@ pub fn schedule(
                 statuses: Vec::new(),
                 absent: Some(rej),
                 post_filter_msg: None,
+                preemption: None,
+                clear_nomination: false,
             };
-            fe.post_filter_msg = preemption_message(pod, nodes, &fe, rng);
+            post_filter(&mut fe, pod, nodes, nominator, pdbs, rng);
             return Err(ScheduleError::Fit(fe));
         }
     }
@@ -206,7 +214,7 @@ pub fn schedule(
             break;
         }
         let ni = candidates[(start + i) % candidates.len()];
-        match run_filters(pod, ni) {
+        match run_filters_with_nominated(pod, ni, nominator) {
             None => feasible.push(ni),
             Some(r) => statuses.push((ni.name.clone(), r)),
         }
@@ -221,8 +229,10 @@ pub fn schedule(
             statuses,
             absent,
             post_filter_msg: None,
+            preemption: None,
+            clear_nomination: false,
         };
-        fe.post_filter_msg = preemption_message(pod, nodes, &fe, rng);
+        post_filter(&mut fe, pod, nodes, nominator, pdbs, rng);
         return Err(ScheduleError::Fit(fe));
     }
     let node = if feasible.len() == 1 {
@@ -239,97 +249,22 @@ pub fn schedule(
     })
 }
 
-/// `DefaultPreemption.calculateNumCandidates`: 10 % of the nodes, at least 100.
-fn num_preemption_candidates(num_nodes: usize) -> usize {
-    (num_nodes * 10 / 100).max(100).min(num_nodes)
-}
-
-/// The PostFilter message kube-scheduler's DefaultPreemption gives for this failure, or `None`
-/// where it would find victims (and preempt; deckhand-scheduler does not).
-pub fn preemption_message(
+/// Runs the PostFilter (preemption) for a failed attempt: a chosen candidate, or its message.
+fn post_filter(
+    fe: &mut FitError,
     pod: &SchedPod,
     nodes: &[&NodeInfo],
-    fit: &FitError,
+    nominator: &Nominator,
+    pdbs: &[Pdb],
     rng: &mut impl Rng,
-) -> Option<String> {
-    if pod.preemption_never {
-        return Some("preemption: not eligible due to preemptionPolicy=Never.".into());
-    }
-    let n = nodes.len();
-    let by_name: BTreeMap<&str, &NodeInfo> =
-        nodes.iter().map(|ni| (ni.name.as_str(), *ni)).collect();
-    let mut potential: Vec<&NodeInfo> = fit
-        .statuses
-        .iter()
-        .filter(|(_, r)| r.code == Code::Unschedulable)
-        .filter_map(|(name, _)| by_name.get(name.as_str()).copied())
-        .collect();
-    if fit
-        .absent
-        .as_ref()
-        .is_some_and(|a| a.code == Code::Unschedulable)
-    {
-        let explicit: std::collections::HashSet<&str> =
-            fit.statuses.iter().map(|(n, _)| n.as_str()).collect();
-        potential.extend(
-            nodes
-                .iter()
-                .copied()
-                .filter(|ni| !explicit.contains(ni.name.as_str())),
-        );
-    }
-    let not_helpful = Rejection {
-        plugin: "DefaultPreemption",
-        code: Code::UnschedulableAndUnresolvable,
-        reasons: vec![PREEMPTION_NOT_HELPFUL.into()],
-    };
-    let mut statuses: Vec<(String, Rejection)> = Vec::new();
-    if !potential.is_empty() {
-        let want = num_preemption_candidates(potential.len());
-        let offset = rng.random_range(0..potential.len());
-        let mut candidates = 0;
-        for i in 0..potential.len() {
-            if candidates >= want {
-                break;
-            }
-            let ni = potential[(offset + i) % potential.len()];
-            let victims: Vec<String> = ni
-                .pods()
-                .filter(|(_, a)| a.priority < pod.priority)
-                .map(|(uid, _)| uid.clone())
-                .collect();
-            if victims.is_empty() {
-                statuses.push((
-                    ni.name.clone(),
-                    Rejection {
-                        plugin: "DefaultPreemption",
-                        code: Code::UnschedulableAndUnresolvable,
-                        reasons: vec![NO_PREEMPTION_VICTIMS.into()],
-                    },
-                ));
-                continue;
-            }
-            let mut without = ni.clone();
-            for uid in &victims {
-                without.remove_pod(uid);
-            }
-            match run_filters(pod, &without) {
-                Some(r) => statuses.push((ni.name.clone(), r)),
-                None => candidates += 1,
-            }
-        }
-        if candidates > 0 {
-            return None;
+) {
+    match preemption::preempt(pod, nodes, fe, nominator, pdbs, rng) {
+        Ok(c) => fe.preemption = Some(c),
+        Err(e) => {
+            fe.post_filter_msg = Some(e.message);
+            fe.clear_nomination = e.clear_nomination;
         }
     }
-    let inner = FitError {
-        num_all_nodes: n,
-        pre_filter_msg: None,
-        statuses,
-        absent: Some(not_helpful),
-        post_filter_msg: None,
-    };
-    Some(format!("preemption: {}", inner.message()))
 }
 
 #[cfg(test)]
@@ -375,7 +310,14 @@ mod tests {
 
     fn run(p: &SchedPod, nodes: &[NodeInfo]) -> Result<Placement, ScheduleError> {
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
-        schedule(p, &refs, &mut SearchState::default(), &mut rand::rng())
+        schedule(
+            p,
+            &refs,
+            &Nominator::new(),
+            &[],
+            &mut SearchState::default(),
+            &mut rand::rng(),
+        )
     }
 
     fn msg(p: &SchedPod, nodes: &[NodeInfo]) -> String {
@@ -558,7 +500,8 @@ mod tests {
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
         let mut st = SearchState::default();
         let p = cpu_pod("100m");
-        let placed = schedule(&p, &refs, &mut st, &mut rand::rng()).unwrap();
+        let placed =
+            schedule(&p, &refs, &Nominator::new(), &[], &mut st, &mut rand::rng()).unwrap();
         assert_eq!(placed.node, "idle");
         assert_eq!((placed.evaluated, placed.feasible), (2, 2));
         assert_eq!(st.next_start_node_index, 0, "(0 + 2) % 2");
@@ -571,10 +514,26 @@ mod tests {
             .collect();
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
         let mut st = SearchState::default();
-        let placed = schedule(&cpu_pod("100m"), &refs, &mut st, &mut rand::rng()).unwrap();
+        let placed = schedule(
+            &cpu_pod("100m"),
+            &refs,
+            &Nominator::new(),
+            &[],
+            &mut st,
+            &mut rand::rng(),
+        )
+        .unwrap();
         assert_eq!(placed.evaluated, 420);
         assert_eq!(st.next_start_node_index, 420);
-        schedule(&cpu_pod("100m"), &refs, &mut st, &mut rand::rng()).unwrap();
+        schedule(
+            &cpu_pod("100m"),
+            &refs,
+            &Nominator::new(),
+            &[],
+            &mut st,
+            &mut rand::rng(),
+        )
+        .unwrap();
         assert_eq!(st.next_start_node_index, 840);
     }
 

@@ -514,26 +514,14 @@ mod tests {
             .collect();
         let refs: Vec<&NodeInfo> = nodes.iter().collect();
         let mut st = SearchState::default();
-        let placed = schedule(
-            &cpu_pod("100m"),
-            &refs,
-            &Nominator::new(),
-            &[],
-            &mut st,
-            &mut rand::rng(),
-        )
-        .unwrap();
+        let place = |st: &mut SearchState| {
+            let (nominator, p) = (Nominator::new(), cpu_pod("100m"));
+            schedule(&p, &refs, &nominator, &[], st, &mut rand::rng()).unwrap()
+        };
+        let placed = place(&mut st);
         assert_eq!(placed.evaluated, 420);
         assert_eq!(st.next_start_node_index, 420);
-        schedule(
-            &cpu_pod("100m"),
-            &refs,
-            &Nominator::new(),
-            &[],
-            &mut st,
-            &mut rand::rng(),
-        )
-        .unwrap();
+        place(&mut st);
         assert_eq!(st.next_start_node_index, 840);
     }
 

@@ -353,6 +353,7 @@ impl Kubelet {
             tasks: tasks.clone(),
             node: node_rx,
             allocation: crate::allocation::AllocationManager::load(Some(&flags.root_dir)),
+            exits: crate::pleg::RecordedExits::default(),
         });
         {
             // the status manager's writer task (k/k status_manager.go Start)
@@ -428,7 +429,8 @@ impl Kubelet {
                 flags.pleg_relist_period,
                 pleg_tx,
             )
-            .with_tasks(tasks.clone());
+            .with_tasks(tasks.clone())
+            .with_exits(ctx.exits.clone());
             let c = cancel.clone();
             tasks.spawn("pleg", async move { pleg.run(c).await });
         }

@@ -8,6 +8,8 @@
 
 #[path = "component_pod_worker/ephemeral.rs"]
 mod ephemeral;
+#[path = "component_pod_worker/exits.rs"]
+mod exits;
 #[path = "component_pod_worker/harness.rs"]
 mod harness;
 #[path = "component_pod_worker/resize.rs"]

@@ -54,6 +54,11 @@ pub struct FakeContainer {
     pub exit_code: i32,
     /// Why it exited (`Completed`, `Error`).
     pub reason: String,
+    /// The process exited with this code at this time (nanoseconds) but the CRI view does not
+    /// show it yet, as containerd's CRI plugin lags its own exit event
+    /// ([`FakeRuntime::exit_unconfirmed`]); a stop then finds the task gone and the container
+    /// keeps this exit.
+    pub pending_exit: Option<(i32, i64)>,
 }
 
 impl FakeSandbox {
@@ -258,6 +263,33 @@ impl FakeRuntime {
         });
     }
 
+    /// Container `id`'s process exits with `code` now, but CRI keeps showing it running until
+    /// [`FakeRuntime::confirm_exit`] (containerd's CRI plugin lags its `/tasks/exit` event by
+    /// 50–200 ms). Returns the exit time in nanoseconds, as the event carries it.
+    pub fn exit_unconfirmed(&self, id: &str, code: i32) -> i64 {
+        let now = self.now_nanos();
+        self.with(|s| {
+            if let Some(c) = s.containers.get_mut(id) {
+                if c.state == api::ContainerState::ContainerRunning {
+                    c.pending_exit = Some((code, now));
+                }
+            }
+        });
+        now
+    }
+
+    /// CRI shows the exit [`FakeRuntime::exit_unconfirmed`] made.
+    pub fn confirm_exit(&self, id: &str) {
+        let now = self.now_nanos();
+        self.with(|s| {
+            if let Some(c) = s.containers.get_mut(id) {
+                if c.pending_exit.is_some() {
+                    Self::kill(c, 0, now);
+                }
+            }
+        });
+    }
+
     /// Instances of container `name` ignore the stop signal: StopContainer kills them only when
     /// its timeout has run out (exit code 137).
     pub fn ignore_stop_signal(&self, name: &str) {
@@ -284,6 +316,13 @@ impl FakeRuntime {
     fn kill(c: &mut FakeContainer, code: i32, now: i64) {
         if c.state == api::ContainerState::ContainerRunning {
             c.state = api::ContainerState::ContainerExited;
+            if let Some((code, at)) = c.pending_exit.take() {
+                // the process had exited already: the stop finds nothing to kill
+                c.finished_at = at;
+                c.exit_code = code;
+                c.reason = if code == 0 { "Completed" } else { "Error" }.into();
+                return;
+            }
             c.finished_at = now;
             c.exit_code = code;
             c.reason = "Error".into();
@@ -473,6 +512,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
                     finished_at: 0,
                     exit_code: 0,
                     reason: String::new(),
+                    pending_exit: None,
                 },
             );
             Ok(id)

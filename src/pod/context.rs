@@ -59,4 +59,7 @@ pub struct SyncContext {
     pub node: tokio::sync::watch::Receiver<Option<Arc<k8s_openapi::api::core::v1::Node>>>,
     /// The allocated and actuated resources of every pod (in-place resize).
     pub allocation: crate::allocation::AllocationManager,
+    /// Container exits containerd's event stream reported before CRI shows them (filled by the
+    /// PLEG, read through [`super::runtime::PodRuntimeStatus::observe`]).
+    pub exits: crate::pleg::RecordedExits,
 }

@@ -4,6 +4,7 @@
 //! container metadata `attempt`, as the Go kubelet reads them from annotations).
 
 use crate::cri::{api, labels, CriClient, CriError};
+use crate::pleg::RecordedExits;
 
 /// A container's state as CRI reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,10 +112,17 @@ impl PodRuntimeStatus {
             .filter(|c| c.state == ContainerState::Running)
     }
 
-    /// Reads the pod's sandboxes and containers from the runtime by the pod UID label.
+    /// Reads the pod's sandboxes and containers from the runtime by the pod UID label. A
+    /// container that CRI still shows running but whose exit containerd's event stream already
+    /// reported (`exits`, recorded by the PLEG) is read as exited, as CRI will report it
+    /// ([`crate::pleg::exits::overlay`]); once CRI shows the exit its record is forgotten.
     ///
     /// Errors: any CRI error except NOT_FOUND on an object that vanished between list and status.
-    pub async fn observe(cri: &CriClient, pod_uid: &str) -> Result<Self, CriError> {
+    pub async fn observe(
+        cri: &CriClient,
+        exits: &RecordedExits,
+        pod_uid: &str,
+    ) -> Result<Self, CriError> {
         let sel = [(labels::POD_UID, pod_uid)];
         let (sandboxes, containers) =
             tokio::try_join!(cri.list_pod_sandboxes(&sel), cri.list_containers(&sel))?;
@@ -146,11 +154,18 @@ impl PodRuntimeStatus {
             });
         }
         for c in containers {
-            let st = match cri.container_status(&c.id).await {
+            let mut st = match cri.container_status(&c.id).await {
                 Ok(st) => st,
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
             };
+            if let Some(rec) = exits.get(&c.id) {
+                if st.state == api::ContainerState::ContainerExited as i32 {
+                    exits.forget(&c.id);
+                } else {
+                    crate::pleg::exits::overlay(&mut st, &rec);
+                }
+            }
             let message = if ContainerState::from(st.state) == ContainerState::Exited {
                 termination_message(&c.annotations, &st).await
             } else {

@@ -26,7 +26,7 @@ impl PodWorker {
     /// (the end of a back-off).
     pub(super) async fn sync(&mut self, pod: &Pod) -> Result<Option<Timestamp>, SyncFailed> {
         let ctx = self.ctx.clone();
-        let rt = match PodRuntimeStatus::observe(&ctx.cri, super::uid(pod)).await {
+        let rt = match PodRuntimeStatus::observe(&ctx.cri, &ctx.exits, super::uid(pod)).await {
             Ok(rt) => rt,
             Err(e) => {
                 tracing::warn!(error = %e, "reading pod state from the runtime failed");
@@ -141,7 +141,9 @@ impl PodWorker {
             }
             return None;
         }
-        PodRuntimeStatus::observe(&ctx.cri, uid).await.ok()
+        PodRuntimeStatus::observe(&ctx.cri, &ctx.exits, uid)
+            .await
+            .ok()
     }
 
     /// The resize conditions of `pod` for runtime state `rt`: `PodResizePending` as the
@@ -227,7 +229,9 @@ impl PodWorker {
         if self.terminal_override.as_ref().is_some_and(|o| o.rejected) {
             return self.status_to_write(pod, &PodRuntimeStatus::default(), terminal);
         }
-        let rt = match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+        let rt = match PodRuntimeStatus::observe(&self.ctx.cri, &self.ctx.exits, super::uid(pod))
+            .await
+        {
             Ok(rt) => rt,
             Err(e) => {
                 tracing::warn!(error = %e, "reading pod state for status failed");
@@ -306,7 +310,7 @@ impl PodWorker {
     /// syncs it no more.
     pub(super) async fn finish(&mut self, pod: &Pod) {
         self.finished = true;
-        match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+        match PodRuntimeStatus::observe(&self.ctx.cri, &self.ctx.exits, super::uid(pod)).await {
             Ok(rt) => {
                 if rt.running().next().is_some() || rt.sandboxes.iter().any(|s| s.ready) {
                     tracing::info!("pod is finished; stopping what still runs");
@@ -550,7 +554,7 @@ impl PodWorker {
             return None;
         }
         let msg = pressure.admit(pod).err()?;
-        match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+        match PodRuntimeStatus::observe(&self.ctx.cri, &self.ctx.exits, super::uid(pod)).await {
             Ok(rt) if rt.sandboxes.is_empty() => {}
             _ => return None,
         }
@@ -580,7 +584,7 @@ impl PodWorker {
     pub(super) async fn evict(&mut self, pod: &Pod, ev: Arc<crate::eviction::TerminalStatus>) {
         tracing::info!(reason = %ev.reason, message = %ev.message, "stopping the pod on the kubelet's decision");
         self.terminal_override = Some(ev.clone());
-        match PodRuntimeStatus::observe(&self.ctx.cri, super::uid(pod)).await {
+        match PodRuntimeStatus::observe(&self.ctx.cri, &self.ctx.exits, super::uid(pod)).await {
             Ok(rt) => self.kill_pod(pod, &rt, ev.grace_seconds).await,
             Err(e) => tracing::warn!(error = %e, "reading pod state for eviction failed"),
         }
@@ -618,7 +622,7 @@ impl PodWorker {
         let mut rx = self.rx.clone();
         let mut delay = Duration::from_secs(1);
         loop {
-            let rt = match PodRuntimeStatus::observe(&ctx.cri, &uid).await {
+            let rt = match PodRuntimeStatus::observe(&ctx.cri, &ctx.exits, &uid).await {
                 Ok(rt) => rt,
                 Err(e) => {
                     tracing::warn!(error = %e, "reading runtime state for termination failed; retrying");

@@ -15,7 +15,9 @@
 //! `kubelet_pod_start_total_duration_seconds`, `kubelet_first_network_pod_start_sli_duration_seconds`,
 //! `kubelet_pod_worker_duration_seconds{operation_type}` and
 //! `kubelet_pod_worker_start_duration_seconds` (Go's buckets; see
-//! [`crate::pod::startup_latency`]).
+//! [`crate::pod::startup_latency`]), and the PLEG's `kubelet_pleg_relist_duration_seconds`,
+//! `kubelet_pleg_relist_interval_seconds`, `kubelet_pleg_last_seen_seconds` and the event
+//! stream's `kubelet_evented_pleg_connection_{success,error}_count`.
 
 use super::stats::Summary;
 use crate::cri::{api, CriClient};
@@ -98,6 +100,54 @@ fn pod_start() -> &'static PodStart {
         worker_duration: Family::new_with_constructor(default_histogram),
         worker_start_duration: default_histogram(),
     })
+}
+
+/// PLEG metrics, process-wide (observed by [`crate::pleg`]).
+struct PlegMetrics {
+    relist_duration: Histogram,
+    relist_interval: Histogram,
+    last_seen: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Gauges that only go up: Go names these counters without `_total`, which an OpenMetrics
+    /// counter would add.
+    connections: Gauge,
+    connection_errors: Gauge,
+}
+
+fn pleg() -> &'static PlegMetrics {
+    static M: OnceLock<PlegMetrics> = OnceLock::new();
+    M.get_or_init(|| PlegMetrics {
+        relist_duration: default_histogram(),
+        relist_interval: default_histogram(),
+        last_seen: Gauge::default(),
+        connections: Gauge::default(),
+        connection_errors: Gauge::default(),
+    })
+}
+
+/// Records one PLEG relist: how long it took and the time since the previous one started
+/// (`kubelet_pleg_relist_duration_seconds`, `kubelet_pleg_relist_interval_seconds`), and sets
+/// `kubelet_pleg_last_seen_seconds` to now (k/k `pleg/generic.go` relist).
+pub fn observe_pleg_relist(took: Duration, interval: Option<Duration>) {
+    let m = pleg();
+    m.relist_duration.observe(took.as_secs_f64());
+    if let Some(i) = interval {
+        m.relist_interval.observe(i.as_secs_f64());
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    m.last_seen.set(now.as_secs_f64());
+}
+
+/// Records a subscription to containerd's event stream that succeeded or failed
+/// (`kubelet_evented_pleg_connection_success_count`, `..._error_count`; the Go kubelet counts
+/// its CRI event stream connections the same way).
+pub fn observe_pleg_event_stream(connected: bool) {
+    if connected {
+        pleg().connections.inc();
+    } else {
+        pleg().connection_errors.inc();
+    }
 }
 
 /// Records a pod start seen through the watch (`kubelet_pod_start_total_duration_seconds`,
@@ -299,6 +349,32 @@ impl Metrics {
             "kubelet_pod_worker_start_duration_seconds",
             "[ALPHA] Duration in seconds from kubelet seeing a pod to starting a worker.",
             ps.worker_start_duration.clone(),
+        );
+        let pl = pleg();
+        registry.register(
+            "kubelet_pleg_relist_duration_seconds",
+            "[ALPHA] Duration in seconds for relisting pods in PLEG.",
+            pl.relist_duration.clone(),
+        );
+        registry.register(
+            "kubelet_pleg_relist_interval_seconds",
+            "[ALPHA] Interval in seconds between relisting in PLEG.",
+            pl.relist_interval.clone(),
+        );
+        registry.register(
+            "kubelet_pleg_last_seen_seconds",
+            "[ALPHA] Timestamp in seconds when PLEG was last seen active.",
+            pl.last_seen.clone(),
+        );
+        registry.register(
+            "kubelet_evented_pleg_connection_success_count",
+            "[ALPHA] The number of times a streaming client was obtained to receive CRI Events.",
+            pl.connections.clone(),
+        );
+        registry.register(
+            "kubelet_evented_pleg_connection_error_count",
+            "[ALPHA] The number of errors encountered during the establishment of streaming connection with the CRI runtime.",
+            pl.connection_errors.clone(),
         );
         let http_requests = Family::<Labels, Counter>::default();
         registry.register(
@@ -615,6 +691,23 @@ mod tests {
             "operation_type=\"create\"",
             "kubelet_pod_worker_duration_seconds_bucket{",
             "kubelet_pod_worker_start_duration_seconds_count",
+        ] {
+            assert!(out.contains(want), "{want} missing:\n{out}");
+        }
+    }
+
+    #[test]
+    fn pleg_metrics_have_the_go_names() {
+        let m = Metrics::new("n1");
+        observe_pleg_relist(Duration::from_millis(4), Some(Duration::from_secs(5)));
+        observe_pleg_event_stream(true);
+        let mut out = String::new();
+        encode(&mut out, &m.registry).unwrap();
+        for want in [
+            "kubelet_pleg_relist_duration_seconds_bucket{le=\"0.005\"}",
+            "kubelet_pleg_relist_interval_seconds_bucket{le=\"5.0\"}",
+            "kubelet_pleg_last_seen_seconds ",
+            "kubelet_evented_pleg_connection_success_count 1",
         ] {
             assert!(out.contains(want), "{want} missing:\n{out}");
         }

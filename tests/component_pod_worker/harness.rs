@@ -131,6 +131,8 @@ pub(crate) struct Harness {
     pub(crate) api: Arc<Mutex<ApiRecord>>,
     pub(crate) pods: mpsc::Sender<PodEvent>,
     pub(crate) pleg: mpsc::Sender<String>,
+    /// The exits the PLEG would record from containerd's event stream.
+    pub(crate) exits: deckhand::pleg::RecordedExits,
     pub(crate) cancel: CancellationToken,
     pub(crate) _dir: TempDir,
 }
@@ -151,6 +153,7 @@ impl Harness {
             std::env::temp_dir().join(format!("deckhand-component-{:08x}", rand::random::<u32>()));
         std::fs::create_dir_all(dir.join("logs/pods")).unwrap();
         let (client, api) = fake_api();
+        let exits = deckhand::pleg::RecordedExits::default();
         let status = StatusManager::new(client.clone());
         let cancel = CancellationToken::new();
         {
@@ -180,6 +183,7 @@ impl Harness {
             tasks: deckhand::tasks::Tasks::new(),
             node: tokio::sync::watch::channel(Some(Arc::new(node_object()))).1,
             allocation: deckhand::allocation::AllocationManager::load(Some(&dir.join("root"))),
+            exits: exits.clone(),
         });
         let (pods, pods_rx) = mpsc::channel(16);
         let (pleg, pleg_rx) = mpsc::channel(16);
@@ -193,6 +197,7 @@ impl Harness {
             api,
             pods,
             pleg,
+            exits,
             cancel,
             _dir: TempDir(dir),
         }

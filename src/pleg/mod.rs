@@ -1,0 +1,419 @@
+//! The pod lifecycle event generator (k/k `pkg/kubelet/pleg`): tells pod workers when their
+//! pod's containers or sandbox changed in the runtime.
+//!
+//! Two sources, as the Go kubelet's evented PLEG: containerd's native event stream
+//! (`/tasks/exit`, `/tasks/start`, `/tasks/oom`; delivered within milliseconds), and a periodic
+//! relist of sandboxes and containers as the safety net for anything the stream missed (the
+//! stream ends when containerd restarts; it is re-subscribed with back-off, then relisted).
+//!
+//! containerd's CRI state lags its exit event by 50–200 ms. The PLEG records each exit from the
+//! event ([`exits`]) and wakes the pod worker at once, once the container's log file has stopped
+//! growing (its last output is in the file); the worker sees the container exited through the
+//! record until CRI confirms it.
+
+pub mod exits;
+
+pub use exits::RecordedExits;
+
+use crate::cri::{labels, CriClient};
+use containerd_client::events::{TaskExit, TaskOom, TaskStart};
+use containerd_client::services::v1::events_client::EventsClient;
+use containerd_client::services::v1::SubscribeRequest;
+use futures::StreamExt;
+use prost::Message;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// containerd namespace used by its CRI plugin.
+pub const CRI_NAMESPACE: &str = "k8s.io";
+
+/// What the relist saw for one runtime object: pod UID and a state code.
+type Snapshot = HashMap<String, (String, i32)>;
+
+/// The PLEG. Sends the UID of each pod whose runtime state changed.
+pub struct Pleg {
+    cri: CriClient,
+    containerd_socket: String,
+    relist_period: Duration,
+    tx: mpsc::Sender<String>,
+    /// Runtime object id → pod UID, from the last relist.
+    owners: Arc<Mutex<HashMap<String, String>>>,
+    /// Where the event stream and the per-event handlers run.
+    tasks: crate::tasks::Tasks,
+    /// Exits from the event stream that CRI may not show yet.
+    exits: RecordedExits,
+}
+
+/// One task event from containerd's stream that the PLEG acts on.
+#[derive(Debug, Clone, PartialEq)]
+enum TaskEvent {
+    /// A container's own process exited (`/tasks/exit` with `id == container_id`).
+    Exit {
+        id: String,
+        status: i32,
+        exited_at_ns: i64,
+    },
+    /// A task started.
+    Start { id: String },
+    /// A task ran out of memory.
+    Oom { id: String },
+}
+
+/// Decodes one event envelope's payload by its topic; `None` for topics and payloads the PLEG
+/// does not act on (an exec's exit has `id` = the exec id, not the container id).
+fn decode_event(topic: &str, payload: &[u8]) -> Option<TaskEvent> {
+    match topic {
+        "/tasks/exit" => TaskExit::decode(payload)
+            .ok()
+            .filter(|e| e.id == e.container_id)
+            .map(|e| TaskEvent::Exit {
+                exited_at_ns: e
+                    .exited_at
+                    .map(|t| t.seconds.saturating_mul(1_000_000_000) + i64::from(t.nanos))
+                    .unwrap_or(0),
+                status: e.exit_status as i32,
+                id: e.container_id,
+            }),
+        "/tasks/start" => TaskStart::decode(payload)
+            .ok()
+            .map(|e| TaskEvent::Start { id: e.container_id }),
+        "/tasks/oom" => TaskOom::decode(payload)
+            .ok()
+            .map(|e| TaskEvent::Oom { id: e.container_id }),
+        _ => None,
+    }
+}
+
+/// How long the PLEG waits for an exited container's log file to stop growing (containerd copies
+/// the last output from the container's pipe to the file as the process exits).
+pub const LOG_QUIET_MAX_WAIT: Duration = Duration::from_millis(100);
+/// The interval between the two sizes of the log file that must be equal.
+pub const LOG_QUIET_INTERVAL: Duration = Duration::from_millis(4);
+
+impl Pleg {
+    /// A PLEG over `cri`, with containerd's event stream at `containerd_socket`.
+    pub fn new(
+        cri: CriClient,
+        containerd_socket: String,
+        relist_period: Duration,
+        tx: mpsc::Sender<String>,
+    ) -> Self {
+        Self {
+            cri,
+            containerd_socket,
+            relist_period,
+            tx,
+            owners: Arc::default(),
+            tasks: crate::tasks::Tasks::new(),
+            exits: RecordedExits::default(),
+        }
+    }
+
+    /// Records the exits it sees in `exits` (shared with the pod workers, which read the
+    /// containers through it).
+    pub fn with_exits(mut self, exits: RecordedExits) -> Self {
+        self.exits = exits;
+        self
+    }
+
+    /// Runs the event stream and the per-event handlers in `tasks` (the kubelet's set, so
+    /// shutdown waits for them).
+    pub fn with_tasks(mut self, tasks: crate::tasks::Tasks) -> Self {
+        self.tasks = tasks;
+        self
+    }
+
+    /// Runs the event subscription and the relist loop until `cancel`.
+    pub async fn run(self, cancel: CancellationToken) {
+        let this = Arc::new(self);
+        {
+            let this2 = this.clone();
+            let cancel = cancel.clone();
+            this.tasks.spawn("pleg event stream", async move {
+                this2.run_events(cancel).await
+            });
+        }
+        this.run_relist(cancel).await;
+    }
+
+    async fn snapshot(&self) -> Option<Snapshot> {
+        let (sandboxes, containers) = tokio::try_join!(
+            self.cri.list_pod_sandboxes(&[]),
+            self.cri.list_containers(&[])
+        )
+        .ok()?;
+        let mut snap = Snapshot::new();
+        for s in sandboxes {
+            if let Some(uid) = s.labels.get(labels::POD_UID) {
+                snap.insert(s.id, (uid.clone(), 100 + s.state));
+            }
+        }
+        for c in containers {
+            if let Some(uid) = c.labels.get(labels::POD_UID) {
+                snap.insert(c.id, (uid.clone(), c.state));
+            }
+        }
+        Some(snap)
+    }
+
+    async fn run_relist(&self, cancel: CancellationToken) {
+        let mut prev: Snapshot = Snapshot::new();
+        let mut last_start: Option<std::time::Instant> = None;
+        loop {
+            let started = std::time::Instant::now();
+            let snap = self.snapshot().await;
+            crate::server::metrics::observe_pleg_relist(
+                started.elapsed(),
+                last_start.map(|l| started.duration_since(l)),
+            );
+            last_start = Some(started);
+            if let Some(snap) = snap {
+                let mut changed: Vec<String> = vec![];
+                for (id, (uid, state)) in &snap {
+                    if prev.get(id).map(|(_, s)| s) != Some(state) {
+                        changed.push(uid.clone());
+                    }
+                }
+                for (id, (uid, _)) in &prev {
+                    if !snap.contains_key(id) {
+                        changed.push(uid.clone());
+                    }
+                }
+                changed.sort();
+                changed.dedup();
+                *self.owners.lock().unwrap() = snap
+                    .iter()
+                    .map(|(id, (uid, _))| (id.clone(), uid.clone()))
+                    .collect();
+                let exited = crate::cri::api::ContainerState::ContainerExited as i32;
+                self.exits.prune(
+                    |id| snap.contains_key(id),
+                    |id| snap.get(id).is_some_and(|(_, s)| *s == exited),
+                );
+                for uid in changed {
+                    let _ = self.tx.send(uid).await;
+                }
+                prev = snap;
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(self.relist_period) => {}
+            }
+        }
+    }
+
+    async fn run_events(self: Arc<Self>, cancel: CancellationToken) {
+        let mut delay = Duration::from_millis(200);
+        loop {
+            let channel = match crate::cri::channel(&self.containerd_socket) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(error = %e, "containerd event stream unavailable");
+                    return;
+                }
+            };
+            let mut client = EventsClient::new(channel);
+            let req = SubscribeRequest {
+                filters: vec![
+                    format!("topic==\"/tasks/exit\",namespace==\"{CRI_NAMESPACE}\""),
+                    format!("topic==\"/tasks/start\",namespace==\"{CRI_NAMESPACE}\""),
+                    format!("topic==\"/tasks/oom\",namespace==\"{CRI_NAMESPACE}\""),
+                ],
+            };
+            // containerd sends the response headers with the first event only, so this await
+            // lasts until something happens; it is cancelled with the rest.
+            let sub = tokio::select! {
+                _ = cancel.cancelled() => return,
+                r = client.subscribe(req) => r,
+            };
+            crate::server::metrics::observe_pleg_event_stream(sub.is_ok());
+            match sub {
+                Ok(resp) => {
+                    delay = Duration::from_millis(200);
+                    let mut stream = resp.into_inner();
+                    loop {
+                        let item = tokio::select! {
+                            _ = cancel.cancelled() => return,
+                            i = stream.next() => i,
+                        };
+                        match item {
+                            Some(Ok(env)) => {
+                                let Some(any) = env.event else { continue };
+                                if let Some(ev) = decode_event(&env.topic, &any.value) {
+                                    let this = self.clone();
+                                    self.tasks.spawn("pleg event", async move {
+                                        this.on_event(ev).await
+                                    });
+                                }
+                            }
+                            Some(Err(e)) => {
+                                tracing::warn!(error = %e, "containerd event stream failed; resubscribing");
+                                break;
+                            }
+                            None => break,
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "subscribing to containerd events failed"),
+            }
+            // Events may have been missed: the relist catches up; resubscribe after a pause.
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(Duration::from_secs(10));
+        }
+    }
+
+    /// Handles one task event: records an exit or OOM, then wakes the worker of the pod that owns
+    /// the container or sandbox. On a container's exit it first waits (at most
+    /// [`LOG_QUIET_MAX_WAIT`]) until the container's log file has stopped growing, so that the
+    /// status written from the record never gets ahead of the container's last output
+    /// (`kubectl logs` right after the phase changes shows it all).
+    async fn on_event(&self, ev: TaskEvent) {
+        let (id, exited) = match &ev {
+            TaskEvent::Exit {
+                id,
+                status,
+                exited_at_ns,
+            } => {
+                self.exits.record_exit(id, *status, *exited_at_ns);
+                (id.clone(), true)
+            }
+            TaskEvent::Oom { id } => {
+                self.exits.record_oom(id);
+                (id.clone(), false)
+            }
+            TaskEvent::Start { id } => (id.clone(), false),
+        };
+        let mut uid = self.owners.lock().unwrap().get(&id).cloned();
+        let mut log_path = None;
+        if uid.is_none() || exited {
+            match self.cri.container_status(&id).await {
+                Ok(st) => {
+                    uid = uid.or_else(|| st.labels.get(labels::POD_UID).cloned());
+                    log_path = Some(st.log_path).filter(|p| !p.is_empty());
+                }
+                Err(_) if uid.is_none() => {
+                    // not a container: a sandbox's pause process
+                    if let Ok(st) = self.cri.pod_sandbox_status(&id).await {
+                        uid = st.labels.get(labels::POD_UID).cloned();
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        let Some(uid) = uid else { return };
+        if let Some(path) = log_path {
+            wait_log_quiet(std::path::Path::new(&path)).await;
+        }
+        let _ = self.tx.send(uid).await;
+    }
+}
+
+/// Waits until the log file at `path` has the same size twice [`LOG_QUIET_INTERVAL`] apart, or
+/// [`LOG_QUIET_MAX_WAIT`] has passed (a missing file counts as quiet).
+async fn wait_log_quiet(path: &std::path::Path) {
+    let size = || std::fs::metadata(path).map(|m| m.len()).ok();
+    let deadline = tokio::time::Instant::now() + LOG_QUIET_MAX_WAIT;
+    let mut last = size();
+    while last.is_some() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(LOG_QUIET_INTERVAL).await;
+        let now = size();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelope<M: Message>(m: M) -> Vec<u8> {
+        m.encode_to_vec()
+    }
+
+    #[test]
+    fn events_decode_to_what_the_pleg_acts_on() {
+        let exit = envelope(TaskExit {
+            container_id: "c1".into(),
+            id: "c1".into(),
+            pid: 7,
+            exit_status: 137,
+            exited_at: Some(prost_types::Timestamp {
+                seconds: 2,
+                nanos: 5,
+            }),
+        });
+        let exec_exit = envelope(TaskExit {
+            container_id: "c1".into(),
+            id: "exec-1".into(),
+            exit_status: 1,
+            ..Default::default()
+        });
+        let start = envelope(TaskStart {
+            container_id: "c2".into(),
+            pid: 9,
+        });
+        let oom = envelope(TaskOom {
+            container_id: "c3".into(),
+        });
+        let cases: Vec<(&str, &str, Vec<u8>, Option<TaskEvent>)> = vec![
+            (
+                "a container's exit carries its status and time in nanoseconds",
+                "/tasks/exit",
+                exit,
+                Some(TaskEvent::Exit {
+                    id: "c1".into(),
+                    status: 137,
+                    exited_at_ns: 2_000_000_005,
+                }),
+            ),
+            (
+                "an exec's exit is not the container's",
+                "/tasks/exit",
+                exec_exit,
+                None,
+            ),
+            (
+                "start",
+                "/tasks/start",
+                start,
+                Some(TaskEvent::Start { id: "c2".into() }),
+            ),
+            (
+                "oom",
+                "/tasks/oom",
+                oom,
+                Some(TaskEvent::Oom { id: "c3".into() }),
+            ),
+            ("other topics", "/tasks/delete", vec![], None),
+        ];
+        for (name, topic, payload, want) in cases {
+            assert_eq!(decode_event(topic, &payload), want, "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_log_that_stops_growing_is_quiet_and_a_missing_one_is_too() {
+        let dir = std::env::temp_dir().join(format!("deckhand-pleg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("0.log");
+        std::fs::write(&path, b"x\n").unwrap();
+        let t0 = tokio::time::Instant::now();
+        wait_log_quiet(&path).await;
+        assert!(
+            t0.elapsed() < LOG_QUIET_MAX_WAIT,
+            "a still file is quiet after one interval"
+        );
+        let t0 = tokio::time::Instant::now();
+        wait_log_quiet(&dir.join("missing.log")).await;
+        assert!(t0.elapsed() < LOG_QUIET_INTERVAL);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

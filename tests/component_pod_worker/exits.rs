@@ -1,0 +1,95 @@
+//! Exits reported by containerd's event stream before CRI shows them (issue 15: exit → status
+//! within 100 ms): the worker decides and writes from the PLEG's record, and CRI's later view
+//! changes nothing.
+
+use super::harness::*;
+use serde_json::json;
+use std::time::Duration;
+
+/// A Never pod whose container exits: the event's record alone makes it Failed with the exit
+/// code, reason and finish time CRI will report; when CRI catches up the record is forgotten
+/// and the status stays as written.
+#[tokio::test(start_paused = true)]
+async fn an_exit_from_the_event_stream_is_written_before_cri_shows_it() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("fast", "Never", json!({}));
+    h.apply(&p).await;
+    let c = eventually(Duration::from_secs(10), "the container runs", || {
+        h.runtime.running("main")
+    })
+    .await;
+    h.status_in_phase("fast", "Running", Duration::from_secs(10))
+        .await;
+    // the process exits; containerd's event says so, its CRI plugin does not yet
+    let exited_at = h.runtime.exit_unconfirmed(&c.id, 3);
+    h.exits.record_exit(&c.id, 3, exited_at);
+    h.poke(&p).await;
+    let st = h
+        .status_in_phase("fast", "Failed", Duration::from_secs(5))
+        .await;
+    let term = &st["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(term["exitCode"], 3, "{st}");
+    assert_eq!(term["reason"], "Error", "{st}");
+    assert_eq!(term["finishedAt"], rfc3339(exited_at), "{st}");
+    // (without the record the worker sees the container running and nothing changes: the
+    // phase above came from the event alone)
+    let writes = h.api.lock().unwrap().history.len();
+
+    // CRI catches up with the same exit: the record goes, nothing new is written
+    h.runtime.confirm_exit(&c.id);
+    keep_poking(&h, &p, Duration::from_secs(1)).await;
+    assert_eq!(
+        h.exits.get(&c.id),
+        None,
+        "the record is forgotten once CRI shows the exit"
+    );
+    let st2 = h.api.lock().unwrap().statuses["fast"].clone();
+    assert_eq!(
+        st2["containerStatuses"][0]["state"],
+        st["containerStatuses"][0]["state"]
+    );
+    assert_eq!(
+        h.api.lock().unwrap().history.len(),
+        writes,
+        "no further status write"
+    );
+    h.stop().await;
+}
+
+/// An Always pod: the recorded exit restarts the container at once (the first restart has no
+/// back-off), with the record's exit as its last state; an OOM event before it makes the
+/// reason OOMKilled.
+#[tokio::test(start_paused = true)]
+async fn a_recorded_exit_restarts_the_container_with_its_last_state() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("again", "Always", json!({}));
+    h.apply(&p).await;
+    let c = eventually(Duration::from_secs(10), "the container runs", || {
+        h.runtime.running("main")
+    })
+    .await;
+    h.status_in_phase("again", "Running", Duration::from_secs(10))
+        .await;
+    h.exits.record_oom(&c.id);
+    let exited_at = h.runtime.exit_unconfirmed(&c.id, 137);
+    h.exits.record_exit(&c.id, 137, exited_at);
+    h.poke(&p).await;
+    let cs = eventually(Duration::from_secs(5), "restartCount 1", || {
+        h.container_status("again", "main")
+            .filter(|c| c["restartCount"] == 1 && c["state"].get("running").is_some())
+    })
+    .await;
+    let last = &cs["lastState"]["terminated"];
+    assert_eq!(last["exitCode"], 137, "{cs}");
+    assert_eq!(last["reason"], "OOMKilled", "{cs}");
+    assert_eq!(last["finishedAt"], rfc3339(exited_at), "{cs}");
+    assert_eq!(h.runtime.count("CreateContainer"), 2);
+    h.stop().await;
+}
+
+/// An RFC 3339 time with seconds, as the API shows a container's times.
+fn rfc3339(nanos: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(nanos / 1_000_000_000)
+        .unwrap()
+        .to_string()
+}

@@ -68,6 +68,24 @@ else
   hack/local-up.sh up
 fi
 
+# What failed, printed last (CI shows only the end of the output): the cargo tests that failed and
+# the conformance failures that are not on the known list.
+CARGO_LOG="$ROOT/_output/cargo-tests.log"
+recap() {
+  echo
+  echo "=== hack/test.sh FAILED: what failed ==="
+  if [ -s "$CARGO_LOG" ]; then
+    grep -E '^test .* FAILED$|^     Running |panicked at' "$CARGO_LOG" |
+      grep -B1 -E 'FAILED$|panicked at' | grep -v '^--$' | head -n 40 || true
+    grep -E '^error: (test failed|[0-9]+ targets? failed)' "$CARGO_LOG" | head -n 5 || true
+  fi
+  local summary="$ROOT/_output/conformance/deckhand/summary.txt"
+  if [ "${CONFORMANCE_STARTED:-0}" = 1 ] && [ -f "$summary" ]; then
+    echo "--- conformance ($summary) ---"
+    sed -n '/^selected/p;/^wall time/p;/^failures:/,$p;/^flaky/,$p' "$summary" | head -n 60
+  fi
+}
+
 cleanup() {
   rc=$?
   if [ "$rc" -ne 0 ]; then
@@ -78,12 +96,14 @@ cleanup() {
     log "bringing the local cluster down"
     hack/local-up.sh down || true
   fi
+  [ "$rc" -eq 0 ] || recap
   exit "$rc"
 }
 trap cleanup EXIT
 
 log "all tests (unit, component, end-to-end against the real cluster)"
-cargo test --profile "$PROFILE" --tests --no-fail-fast -- --test-threads="${E2E_THREADS:-4}"
+cargo test --profile "$PROFILE" --tests --no-fail-fast -- --test-threads="${E2E_THREADS:-4}" 2>&1 |
+  tee "$CARGO_LOG"
 
 # The upstream check (issue 13): the [sig-node] conformance tests of k8s.io/kubernetes test/e2e at
 # the pinned version, in parallel, against this cluster. Any failure that is not on the commented
@@ -91,6 +111,7 @@ cargo test --profile "$PROFILE" --tests --no-fail-fast -- --test-threads="${E2E_
 # first time (cached). CONFORMANCE=0 leaves it out (a quick local iteration, not CI).
 if [ "${CONFORMANCE:-1}" != 0 ]; then
   log "upstream conformance: the [sig-node] conformance tests (hack/conformance.sh --sig-node)"
+  CONFORMANCE_STARTED=1
   hack/conformance.sh --sig-node --procs "${CONFORMANCE_PROCS:-3}" \
     --known-failures hack/conformance-known-failures.txt
 fi

@@ -10,6 +10,8 @@
 mod ephemeral;
 #[path = "component_pod_worker/exits.rs"]
 mod exits;
+#[path = "component_pod_worker/faults.rs"]
+mod faults;
 #[path = "component_pod_worker/harness.rs"]
 mod harness;
 #[path = "component_pod_worker/resize.rs"]

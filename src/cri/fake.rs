@@ -100,6 +100,8 @@ struct State {
     images: BTreeMap<String, api::Image>,
     calls: Vec<String>,
     errors: HashMap<String, VecDeque<Status>>,
+    /// CRI methods that take this long before answering.
+    delays: HashMap<String, Duration>,
     /// Container names whose instances ignore the stop signal (they only die on SIGKILL, when
     /// StopContainer's timeout has run out).
     ignore_stop_signal: HashSet<String>,
@@ -186,15 +188,96 @@ impl FakeRuntime {
         f(&mut self.state.lock().unwrap())
     }
 
-    /// Records `method` and returns an injected error for it, if one is queued.
-    fn enter(&self, method: &str) -> Result<(), Status> {
-        self.with(|s| {
+    /// Records `method`, waits out a delay set for it ([`FakeRuntime::delay`]), and returns an
+    /// injected error for it, if one is queued.
+    async fn enter(&self, method: &str) -> Result<(), Status> {
+        let delay = self.with(|s| {
             s.calls.push(method.to_string());
-            match s.errors.get_mut(method).and_then(VecDeque::pop_front) {
+            s.delays.get(method).copied()
+        });
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
+        self.with(
+            |s| match s.errors.get_mut(method).and_then(VecDeque::pop_front) {
                 Some(e) => Err(e),
                 None => Ok(()),
+            },
+        )
+    }
+
+    /// Makes every call of CRI method `method` take `d` before it answers (a runtime that hangs:
+    /// the client's deadline runs out first when `d` is longer); `None` removes the delay.
+    pub fn delay(&self, method: &str, d: Option<Duration>) {
+        self.with(|s| match d {
+            Some(d) => {
+                s.delays.insert(method.into(), d);
             }
+            None => {
+                s.delays.remove(method);
+            }
+        });
+    }
+
+    /// Sets sandbox `id`'s IP as `PodSandboxStatus` reports it (`""`: a sandbox without one).
+    pub fn set_sandbox_ip(&self, id: &str, ip: &str) {
+        self.with(|s| {
+            if let Some(sb) = s.sandboxes.get_mut(id) {
+                sb.ip = ip.to_string();
+            }
+        });
+    }
+
+    /// Puts a running container the kubelet did not create into sandbox `sandbox_id`, with the
+    /// sandbox's pod labels and the container name `name` (one its pod spec may not know).
+    /// Returns its id.
+    pub fn add_foreign_container(&self, sandbox_id: &str, name: &str) -> String {
+        let now = self.now_nanos();
+        self.with(|s| {
+            let id = Self::next_id(s);
+            let labels = s
+                .sandboxes
+                .get(sandbox_id)
+                .map(|sb| sb.config.labels.clone())
+                .unwrap_or_default();
+            let mut labels = labels;
+            labels.insert(super::labels::CONTAINER_NAME.into(), name.into());
+            s.containers.insert(
+                id.clone(),
+                FakeContainer {
+                    id: id.clone(),
+                    sandbox_id: sandbox_id.into(),
+                    config: api::ContainerConfig {
+                        metadata: Some(api::ContainerMetadata {
+                            name: name.into(),
+                            attempt: 0,
+                        }),
+                        labels,
+                        ..Default::default()
+                    },
+                    state: api::ContainerState::ContainerRunning,
+                    created_at: now,
+                    started_at: now,
+                    finished_at: 0,
+                    exit_code: 0,
+                    reason: String::new(),
+                    pending_exit: None,
+                },
+            );
+            id
         })
+    }
+
+    /// Overwrites container `id`'s timestamps (nanoseconds; a runtime reporting them out of
+    /// order).
+    pub fn set_container_times(&self, id: &str, created: i64, started: i64, finished: i64) {
+        self.with(|s| {
+            if let Some(c) = s.containers.get_mut(id) {
+                c.created_at = created;
+                c.started_at = started;
+                c.finished_at = finished;
+            }
+        });
     }
 
     /// Makes the next call of CRI method `method` (e.g. `RunPodSandbox`) fail with `status`.
@@ -342,7 +425,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         _: Request<api::VersionRequest>,
     ) -> Result<Response<api::VersionResponse>, Status> {
-        self.enter("Version")?;
+        self.enter("Version").await?;
         Ok(Response::new(api::VersionResponse {
             version: "0.1.0".into(),
             runtime_name: "fake".into(),
@@ -355,7 +438,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         _: Request<api::StatusRequest>,
     ) -> Result<Response<api::StatusResponse>, Status> {
-        self.enter("Status")?;
+        self.enter("Status").await?;
         let ready = |t: &str| api::RuntimeCondition {
             r#type: t.into(),
             status: true,
@@ -373,7 +456,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::RunPodSandboxRequest>,
     ) -> Result<Response<api::RunPodSandboxResponse>, Status> {
-        self.enter("RunPodSandbox")?;
+        self.enter("RunPodSandbox").await?;
         let config = req.into_inner().config.unwrap_or_default();
         let now = self.now_nanos();
         let id = self.with(|s| {
@@ -400,7 +483,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::StopPodSandboxRequest>,
     ) -> Result<Response<api::StopPodSandboxResponse>, Status> {
-        self.enter("StopPodSandbox")?;
+        self.enter("StopPodSandbox").await?;
         let id = req.into_inner().pod_sandbox_id;
         let now = self.now_nanos();
         self.with(|s| {
@@ -418,7 +501,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::RemovePodSandboxRequest>,
     ) -> Result<Response<api::RemovePodSandboxResponse>, Status> {
-        self.enter("RemovePodSandbox")?;
+        self.enter("RemovePodSandbox").await?;
         let id = req.into_inner().pod_sandbox_id;
         self.with(|s| {
             s.sandboxes.remove(&id);
@@ -431,7 +514,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::PodSandboxStatusRequest>,
     ) -> Result<Response<api::PodSandboxStatusResponse>, Status> {
-        self.enter("PodSandboxStatus")?;
+        self.enter("PodSandboxStatus").await?;
         let id = req.into_inner().pod_sandbox_id;
         let sb = self
             .with(|s| s.sandboxes.get(&id).cloned())
@@ -458,7 +541,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::ListPodSandboxRequest>,
     ) -> Result<Response<api::ListPodSandboxResponse>, Status> {
-        self.enter("ListPodSandbox")?;
+        self.enter("ListPodSandbox").await?;
         let selector = req
             .into_inner()
             .filter
@@ -485,7 +568,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::CreateContainerRequest>,
     ) -> Result<Response<api::CreateContainerResponse>, Status> {
-        self.enter("CreateContainer")?;
+        self.enter("CreateContainer").await?;
         let req = req.into_inner();
         let now = self.now_nanos();
         let id = self.with(|s| {
@@ -526,7 +609,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::StartContainerRequest>,
     ) -> Result<Response<api::StartContainerResponse>, Status> {
-        self.enter("StartContainer")?;
+        self.enter("StartContainer").await?;
         let id = req.into_inner().container_id;
         let now = self.now_nanos();
         self.with(|s| match s.containers.get_mut(&id) {
@@ -547,7 +630,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::UpdateContainerResourcesRequest>,
     ) -> Result<Response<api::UpdateContainerResourcesResponse>, Status> {
-        self.enter("UpdateContainerResources")?;
+        self.enter("UpdateContainerResources").await?;
         let req = req.into_inner();
         let id = req.container_id;
         self.with(|s| match s.containers.get_mut(&id) {
@@ -568,7 +651,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::StopContainerRequest>,
     ) -> Result<Response<api::StopContainerResponse>, Status> {
-        self.enter("StopContainer")?;
+        self.enter("StopContainer").await?;
         let req = req.into_inner();
         let id = req.container_id;
         let stubborn = self.with(|s| {
@@ -598,7 +681,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::RemoveContainerRequest>,
     ) -> Result<Response<api::RemoveContainerResponse>, Status> {
-        self.enter("RemoveContainer")?;
+        self.enter("RemoveContainer").await?;
         let id = req.into_inner().container_id;
         self.with(|s| s.containers.remove(&id));
         Ok(Response::new(api::RemoveContainerResponse {}))
@@ -608,7 +691,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::ListContainersRequest>,
     ) -> Result<Response<api::ListContainersResponse>, Status> {
-        self.enter("ListContainers")?;
+        self.enter("ListContainers").await?;
         let selector = req
             .into_inner()
             .filter
@@ -638,7 +721,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::ContainerStatusRequest>,
     ) -> Result<Response<api::ContainerStatusResponse>, Status> {
-        self.enter("ContainerStatus")?;
+        self.enter("ContainerStatus").await?;
         let id = req.into_inner().container_id;
         let c = self
             .with(|s| s.containers.get(&id).cloned())
@@ -677,7 +760,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::ExecSyncRequest>,
     ) -> Result<Response<api::ExecSyncResponse>, Status> {
-        self.enter("ExecSync")?;
+        self.enter("ExecSync").await?;
         let req = req.into_inner();
         let (hangs, code) = self.with(|s| {
             let c = s.containers.get(&req.container_id);
@@ -716,7 +799,7 @@ impl image_service_server::ImageService for FakeRuntime {
         &self,
         _: Request<api::ListImagesRequest>,
     ) -> Result<Response<api::ListImagesResponse>, Status> {
-        self.enter("ListImages")?;
+        self.enter("ListImages").await?;
         let images = self.with(|s| s.images.values().cloned().collect());
         Ok(Response::new(api::ListImagesResponse { images }))
     }
@@ -725,7 +808,7 @@ impl image_service_server::ImageService for FakeRuntime {
         &self,
         req: Request<api::ImageStatusRequest>,
     ) -> Result<Response<api::ImageStatusResponse>, Status> {
-        self.enter("ImageStatus")?;
+        self.enter("ImageStatus").await?;
         let name = req.into_inner().image.map(|i| i.image).unwrap_or_default();
         let image = self.with(|s| {
             s.images
@@ -743,7 +826,7 @@ impl image_service_server::ImageService for FakeRuntime {
         &self,
         req: Request<api::PullImageRequest>,
     ) -> Result<Response<api::PullImageResponse>, Status> {
-        self.enter("PullImage")?;
+        self.enter("PullImage").await?;
         let name = req.into_inner().image.map(|i| i.image).unwrap_or_default();
         self.add_image(&name);
         let id = self.with(|s| s.images[&name].id.clone());
@@ -754,7 +837,7 @@ impl image_service_server::ImageService for FakeRuntime {
         &self,
         req: Request<api::RemoveImageRequest>,
     ) -> Result<Response<api::RemoveImageResponse>, Status> {
-        self.enter("RemoveImage")?;
+        self.enter("RemoveImage").await?;
         let name = req.into_inner().image.map(|i| i.image).unwrap_or_default();
         self.with(|s| s.images.retain(|k, i| *k != name && i.id != name));
         Ok(Response::new(api::RemoveImageResponse {}))

@@ -156,9 +156,19 @@ mod tests {
     #[test]
     fn overlay_reports_the_exit_as_the_cri_plugin_will() {
         // (case, record, CRI state before, changed, state after, exit code, finished_at, reason)
+        type Case = (
+            &'static str,
+            RecordedExit,
+            i32,
+            bool,
+            i32,
+            i32,
+            i64,
+            &'static str,
+        );
         let exited = api::ContainerState::ContainerExited as i32;
         let run = api::ContainerState::ContainerRunning as i32;
-        let cases: &[(&str, RecordedExit, i32, bool, i32, i32, i64, &str)] = &[
+        let cases: &[Case] = &[
             (
                 "exit 0 is Completed",
                 RecordedExit {

@@ -223,6 +223,11 @@ impl Harness {
         self.pleg.send(uid).await.unwrap();
     }
 
+    /// [`Harness::poke`] without waiting (from a polling closure); a full channel drops it.
+    pub(crate) fn poke_now(&self, pod: &Pod) {
+        let _ = self.pleg.try_send(pod.metadata.uid.clone().unwrap());
+    }
+
     pub(crate) fn phase(&self, name: &str) -> Option<String> {
         let r = self.api.lock().unwrap();
         r.statuses.get(name)?["phase"].as_str().map(String::from)

@@ -1,0 +1,222 @@
+//! The pod worker fed runtime answers it does not expect (issue 14): a container its spec does
+//! not know, a sandbox without an IP, timestamps out of order, CRI errors and a runtime that
+//! stops answering. In every case the worker keeps going (no panic, no stuck pod), reports what
+//! it can with a reason, and gets the pod running once the runtime behaves.
+
+use super::harness::*;
+use deckhand::cri::api::ContainerState;
+use serde_json::json;
+use std::time::Duration;
+use tonic::Status;
+
+/// A running container in the pod's sandbox that the spec does not name (left by someone
+/// else): the pod stays Running with only its own containers in the status, and deleting the
+/// pod stops the stranger with the sandbox.
+#[tokio::test(start_paused = true)]
+async fn a_container_the_spec_does_not_know_is_left_out_and_stopped_with_the_pod() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("stranger", "Always", json!({}));
+    h.apply(&p).await;
+    let c = eventually(Duration::from_secs(10), "running", || {
+        h.runtime.running("main")
+    })
+    .await;
+    let intruder = h.runtime.add_foreign_container(&c.sandbox_id, "intruder");
+    keep_poking(&h, &p, Duration::from_secs(2)).await;
+    let st = h
+        .status_in_phase("stranger", "Running", Duration::from_secs(5))
+        .await;
+    let names: Vec<&str> = st["containerStatuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["main"], "{st}");
+    assert_eq!(h.runtime.count("CreateContainer"), 1, "nothing restarted");
+    h.apply(&super::deleted(&p, 1)).await;
+    eventually(Duration::from_secs(10), "the pod deleted", || {
+        h.deleted("stranger").then_some(())
+    })
+    .await;
+    assert!(
+        h.runtime
+            .containers()
+            .iter()
+            .all(|x| x.id != intruder || x.state != ContainerState::ContainerRunning),
+        "the stranger went with the sandbox"
+    );
+    h.stop().await;
+}
+
+/// A ready sandbox that reports no IP (a network plugin that lost it): the Go kubelet's
+/// `PodSandboxChanged` makes a new sandbox; the container starts again in it with the new IP.
+#[tokio::test(start_paused = true)]
+async fn a_sandbox_without_an_ip_is_replaced() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("noip", "Always", json!({}));
+    h.apply(&p).await;
+    let c0 = eventually(Duration::from_secs(10), "running", || {
+        h.runtime.running("main")
+    })
+    .await;
+    h.status_in_phase("noip", "Running", Duration::from_secs(5))
+        .await;
+    h.runtime.set_sandbox_ip(&c0.sandbox_id, "");
+    h.poke(&p).await;
+    let c1 = eventually(Duration::from_secs(10), "running in a new sandbox", || {
+        h.runtime
+            .running("main")
+            .filter(|c| c.sandbox_id != c0.sandbox_id)
+    })
+    .await;
+    let new_ip = h
+        .runtime
+        .sandboxes()
+        .into_iter()
+        .find(|s| s.id == c1.sandbox_id)
+        .unwrap()
+        .ip;
+    eventually(Duration::from_secs(5), "the new IP in the status", || {
+        let st = h.api.lock().unwrap().statuses["noip"].clone();
+        (st["podIP"] == new_ip.as_str()).then_some(())
+    })
+    .await;
+    h.stop().await;
+}
+
+/// CRI errors on every step of a pod start, one at a time: each is reported (an event or a
+/// waiting reason with the runtime's words), retried, and the pod ends Running with its one
+/// container; nothing is started twice.
+#[tokio::test(start_paused = true)]
+async fn cri_errors_on_each_step_are_reported_and_retried() {
+    let h = Harness::start(fake_runtime()).await;
+    h.runtime.inject_error(
+        "RunPodSandbox",
+        Status::unknown("cni plugin not initialized"),
+    );
+    h.runtime
+        .inject_error("ListContainers", Status::unavailable("connection refused"));
+    h.runtime.inject_error(
+        "CreateContainer",
+        Status::unknown("failed to create containerd container: no space left"),
+    );
+    h.runtime.inject_error(
+        "StartContainer",
+        Status::unknown("failed to start: oci runtime"),
+    );
+    let p = pod("flaky", "Always", json!({}));
+    h.apply(&p).await;
+    let mut seen_create_error = false;
+    let st = loop {
+        if let Some((reason, msg)) = h.waiting("flaky", "main") {
+            if reason == "CreateContainerError" {
+                assert!(msg.contains("no space left"), "{msg}");
+                seen_create_error = true;
+            }
+        }
+        if h.phase("flaky").as_deref() == Some("Running") {
+            break h.api.lock().unwrap().statuses["flaky"].clone();
+        }
+        h.poke(&p).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            h.runtime.count("RunPodSandbox") < 10,
+            "no end of retries: {:?}",
+            h.runtime.calls()
+        );
+    };
+    assert!(seen_create_error, "CreateContainerError was shown");
+    let events = h.events();
+    assert!(
+        events.iter().any(|e| e == "FailedCreatePodSandBox"),
+        "{events:?}"
+    );
+    let running: Vec<_> = h
+        .runtime
+        .containers()
+        .into_iter()
+        .filter(|c| c.state == ContainerState::ContainerRunning)
+        .collect();
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert!(
+        st["containerStatuses"][0]["state"]["running"].is_object(),
+        "{st}"
+    );
+    h.stop().await;
+}
+
+/// A runtime that stops answering `ContainerStatus` (a hung containerd): the calls run into
+/// the client's deadline, the worker neither panics nor writes a status it cannot know, and once
+/// the runtime answers again the pod is Running with restartCount 0.
+#[tokio::test(start_paused = true)]
+async fn a_runtime_that_stops_answering_is_waited_out() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("hung", "Always", json!({}));
+    h.apply(&p).await;
+    h.status_in_phase("hung", "Running", Duration::from_secs(10))
+        .await;
+    let writes = h.api.lock().unwrap().history.len();
+    h.runtime
+        .delay("ContainerStatus", Some(Duration::from_secs(600)));
+    keep_poking(&h, &p, Duration::from_secs(30)).await;
+    assert_eq!(
+        h.api.lock().unwrap().history.len(),
+        writes,
+        "no status written without the runtime's answer"
+    );
+    // the runtime answers again; the call in flight ends at the client's deadline (120 s), and
+    // the worker then sees the container's crash and restarts it
+    h.runtime.delay("ContainerStatus", None);
+    let c = h.runtime.running("main").unwrap();
+    h.runtime.exit(&c.id, 1);
+    let cs = eventually(
+        Duration::from_secs(300),
+        "the crash seen and restarted",
+        || {
+            h.poke_now(&p);
+            h.container_status("hung", "main")
+                .filter(|c| c["restartCount"] == 1 && c["state"]["running"].is_object())
+        },
+    )
+    .await;
+    assert_eq!(cs["lastState"]["terminated"]["exitCode"], 1, "{cs}");
+    assert_eq!(h.runtime.count("CreateContainer"), 2);
+    h.stop().await;
+}
+
+/// Timestamps out of order (a container that finished before it started, one created in the
+/// future): statuses are still written, with the runtime's times, and the restart count never
+/// goes back.
+#[tokio::test(start_paused = true)]
+async fn timestamps_out_of_order_are_reported_as_given() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("clock", "Always", json!({}));
+    h.apply(&p).await;
+    let c0 = eventually(Duration::from_secs(10), "running", || {
+        h.runtime.running("main")
+    })
+    .await;
+    h.runtime.exit(&c0.id, 1);
+    let (created, started, finished) = (3_000_000_000_000_000_000, 2_000_000_000, 1_000_000_000);
+    h.runtime
+        .set_container_times(&c0.id, created, started, finished);
+    let mut restart_counts = vec![];
+    for _ in 0..40 {
+        h.poke(&p).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Some(cs) = h.container_status("clock", "main") {
+            restart_counts.push(cs["restartCount"].as_i64().unwrap_or(0));
+        }
+    }
+    assert!(
+        restart_counts.windows(2).all(|w| w[0] <= w[1]),
+        "restartCount never goes back: {restart_counts:?}"
+    );
+    assert!(
+        h.phase("clock").is_some(),
+        "a status was written: {:?}",
+        h.api.lock().unwrap().statuses
+    );
+    h.stop().await;
+}

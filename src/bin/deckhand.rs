@@ -80,9 +80,32 @@ async fn shutdown_signal() {
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+/// The async runtime: `DECKHAND_RUNTIME_THREADS` worker threads (`0` or `1`: everything on the
+/// main thread, tokio's current-thread runtime), by default as many as there are CPUs; blocking
+/// file and mount work goes to tokio's blocking pool either way. Like GOMAXPROCS for the Go
+/// kubelet, a knob for small nodes.
+fn main() -> Result<()> {
     deckhand::abort_on_panic();
+    let threads: Option<usize> = std::env::var("DECKHAND_RUNTIME_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let rt = match threads {
+        Some(0 | 1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+        None => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    }
+    .context("starting the async runtime")?;
+    rt.block_on(run())
+}
+
+async fn run() -> Result<()> {
     let Loaded {
         flags,
         kubelet,

@@ -1,17 +1,46 @@
 #!/usr/bin/env bash
-# Pod start benchmark of deckhand against the local cluster (hack/local-up.sh must be up).
-# Prints figures, asserts nothing about them:
-#   deckhand's VmRSS idle; create→Running latency (p50/p90/p99/max) of N pods created at once,
-#   each measured from the return of its create call to the first watch event with phase
-#   Running; deckhand's VmRSS with the N pods running; the time until all are deleted.
+# Benchmarks of deckhand against the local cluster (hack/local-up.sh must be up). They print
+# figures and assert nothing about them.
 #
-# Usage: hack/bench.sh            (30 pods)
-#        BENCH_PODS=50 hack/bench.sh
-# Runs `cargo bench --bench pod_start` (benches/pod_start.rs); extra arguments go to cargo.
+#   hack/bench.sh                   deckhand alone: VmRSS idle; create→Running latency
+#                                   (p50/p90/p99/max) of N pods created at once (BENCH_PODS,
+#                                   default 30); VmRSS with them running; the time until all are
+#                                   deleted (benches/pod_start.rs)
+#   hack/bench.sh --peer go [--rounds N]
+#                                   side by side with the Go kubelet of the pinned version
+#                                   (benches/node.rs): the machine's limit first (the same pod
+#                                   straight through CRI with no kubelet, one at a time and 30 at
+#                                   once; the API server's write+watch round trip), then N rounds
+#                                   (default 2) of deckhand, the Go kubelet, deckhand, ... on the
+#                                   same node, containerd and API server, each round: idle RSS /
+#                                   CPU / threads, 30 pods at once, 100 pods at 5/s (RSS, CPU,
+#                                   status writes per pod start, each CRI operation's mean from the
+#                                   kubelet's own metrics), container exit → phase Failed (exit
+#                                   time from containerd's /tasks/exit event); then a table of the
+#                                   medians with the ratio deckhand / Go, the load average before
+#                                   each round, and the issue-15 targets as multiples of the limit.
+#
+# --peer go runs deckhand's release build (cargo build --release: the binary you ship), builds
+# the Go kubelet (hack/build-k8s.sh kubelet, cached), swaps the kubelets with
+# hack/lib/go-kubelet.sh (deckhand is stopped while the Go kubelet is the node, and started again
+# afterwards, also on failure or Ctrl-C), and leaves deckhand's release build running. Results:
+# _output/bench/<time>/ (one JSON file per round, limit.json, report.txt).
+# Environment: BENCH_SETTLE_S (20), BENCH_IDLE_S (60), BENCH_BUSY_S (20) set the idle and busy
+# measurement windows.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ENV_FILE="$ROOT/_output/local-up/env"
+PEER=
+ROUNDS=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --peer) PEER=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) break ;;
+  esac
+done
 
 [ -f "$ENV_FILE" ] || { echo "the local cluster is not up: run hack/local-up.sh first" >&2; exit 1; }
 if ! "$ROOT/hack/local-up.sh" status >/dev/null 2>&1; then
@@ -21,10 +50,61 @@ if ! "$ROOT/hack/local-up.sh" status >/dev/null 2>&1; then
 fi
 # shellcheck disable=SC1090
 . "$ENV_FILE"
-pid=$(cat "$DECKHAND_PIDFILE" 2>/dev/null || true)
-[ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = deckhand ] ||
-  { echo "deckhand is not running (hack/local-up.sh restart-deckhand)" >&2; exit 1; }
-
-echo "deckhand: $(readlink "/proc/$pid/exe") (pid $pid), $(nproc) CPUs, kernel $(uname -r)"
 cd "$ROOT"
-exec cargo bench --bench pod_start "$@"
+
+if [ -z "$PEER" ]; then
+  pid=$(cat "$DECKHAND_PIDFILE" 2>/dev/null || true)
+  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = deckhand ] ||
+    { echo "deckhand is not running (hack/local-up.sh restart-deckhand)" >&2; exit 1; }
+  echo "deckhand: $(readlink "/proc/$pid/exe") (pid $pid), $(nproc) CPUs, kernel $(uname -r)"
+  exec cargo bench --bench pod_start "$@"
+fi
+[ "$PEER" = go ] || { echo "bench: --peer go is the only peer" >&2; exit 2; }
+
+log() { echo "bench [$(date -u +%H:%M:%S)]: $*"; }
+die() { echo "bench: ERROR: $*" >&2; exit 1; }
+kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+export PATH=/usr/local/go/bin:$PATH
+BIN="$ROOT/_output/bin"
+OUT="$ROOT/_output/bench/$(date -u +%Y%m%dT%H%M%SZ)"
+GO_DIR="$OUT/go-kubelet"
+mkdir -p "$OUT" "$GO_DIR"
+# shellcheck source=hack/lib/go-kubelet.sh
+. "$ROOT/hack/lib/go-kubelet.sh"
+
+log "building: deckhand (release), the bench driver, the Go kubelet"
+cargo build --release --bins
+cargo bench --profile ci --bench node --no-run
+"$ROOT/hack/build-k8s.sh" kubelet
+DECKHAND_BIN="$ROOT/target/release/deckhand"
+SCHEDULER_BIN=${SCHEDULER_BIN:-$ROOT/target/release/deckhand-scheduler}
+export DECKHAND_BIN SCHEDULER_BIN
+if [ "$(readlink "/proc/$(deckhand_pid)/exe" 2>/dev/null)" != "$DECKHAND_BIN" ]; then
+  log "starting deckhand's release build ($DECKHAND_BIN)"
+  "$ROOT/hack/local-up.sh" restart-deckhand >"$OUT/restart-deckhand.log" 2>&1 ||
+    { tail -n 20 "$OUT/restart-deckhand.log" >&2; die "deckhand did not restart"; }
+fi
+trap 'go_kubelet_restore || true' EXIT
+driver() { cargo bench --profile ci --bench node -- "$@"; }
+
+{
+  echo "host: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r)"
+  echo "runtime: $("$CRICTL" version 2>/dev/null | awk '/RuntimeName|RuntimeVersion/ {printf "%s ", $2}')"
+  echo "deckhand: $DECKHAND_BIN ($(du -h "$DECKHAND_BIN" | cut -f1)), Go kubelet: $BIN/kubelet $KUBE_VERSION ($(du -h "$BIN/kubelet" | cut -f1))"
+} | tee "$OUT/host.txt"
+
+log "the machine's limit (no kubelet involved)"
+driver limit --out "$OUT/limit.json"
+for r in $(seq 1 "$ROUNDS"); do
+  [ -n "$(deckhand_pid)" ] || go_kubelet_restore
+  log "round $r: deckhand (pid $(deckhand_pid))"
+  driver round --kubelet deckhand --pid "$(deckhand_pid)" --round "$r" --out "$OUT/deckhand-$r.json"
+  go_kubelet_start
+  log "round $r: the Go kubelet (pid $(go_kubelet_pid))"
+  driver round --kubelet go --pid "$(go_kubelet_pid)" --round "$r" --out "$OUT/go-$r.json"
+  go_kubelet_restore
+done
+trap - EXIT
+driver report "$OUT"/deckhand-*.json "$OUT"/go-*.json "$OUT/limit.json" | tee "$OUT/report.txt"
+cat "$OUT/host.txt" >> "$OUT/report.txt"
+log "results: $OUT"

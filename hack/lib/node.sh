@@ -172,7 +172,8 @@ wait_coredns() {
 # deckhand
 # ---------------------------------------------------------------------------------------------
 deckhand_bin() {
-  if [ -n "${DECKHAND_BIN:-}" ]; then echo "$DECKHAND_BIN"; else echo "$ROOT/target/release/deckhand"; fi
+  # A relative path is taken from the caller's directory; processes start elsewhere, so make it absolute.
+  if [ -n "${DECKHAND_BIN:-}" ]; then realpath -m -- "$DECKHAND_BIN"; else echo "$ROOT/target/release/deckhand"; fi
 }
 
 build_deckhand() {
@@ -334,7 +335,7 @@ stop_deckhand() { stop_daemon deckhand 30; }
 # deckhand-scheduler (stands in for kube-scheduler: schedulerName default-scheduler)
 # ---------------------------------------------------------------------------------------------
 scheduler_bin() {
-  if [ -n "${SCHEDULER_BIN:-}" ]; then echo "$SCHEDULER_BIN"; else echo "$ROOT/target/release/deckhand-scheduler"; fi
+  if [ -n "${SCHEDULER_BIN:-}" ]; then realpath -m -- "$SCHEDULER_BIN"; else echo "$ROOT/target/release/deckhand-scheduler"; fi
 }
 
 build_scheduler() {

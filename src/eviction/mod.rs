@@ -428,70 +428,62 @@ impl EvictionManager {
         self.pressure.clone()
     }
 
-    /// Observes every signal. Returns the observations, the summary's pods (for memory usage)
-    /// and whether the image filesystem is a different filesystem from nodefs.
-    async fn observe(&mut self) -> (Observations, Vec<crate::server::stats::PodStats>, bool) {
+    /// Observes every signal from the node-level stats ([`crate::server::stats::StatsProvider::node_signals`], no
+    /// per-pod CRI call). Returns the observations and whether the image filesystem is a
+    /// different filesystem from nodefs. Pod stats are read only when a threshold is met
+    /// ([`EvictionManager::pod_stats`]).
+    async fn observe(&mut self) -> (Observations, bool) {
         let mut obs = Observations::new();
-        let summary = match self.stats.summary(false).await {
-            Ok(s) => Some(s),
-            Err(e) => {
-                tracing::warn!(error = %e, "eviction manager: failed to get summary stats");
-                None
+        let node = self.stats.node_signals().await;
+        if let Some(m) = &node.memory {
+            if let (Some(avail), Some(ws)) = (m.available_bytes, m.working_set_bytes) {
+                obs.insert(
+                    Signal::MemoryAvailable,
+                    Observation {
+                        available: avail,
+                        capacity: avail + ws,
+                    },
+                );
+            }
+        }
+        let fs_obs = |fs: &crate::server::stats::FsStats,
+                      bytes: Signal,
+                      inodes: Signal,
+                      obs: &mut Observations| {
+            if let (Some(a), Some(c)) = (fs.available_bytes, fs.capacity_bytes) {
+                obs.insert(
+                    bytes,
+                    Observation {
+                        available: a,
+                        capacity: c,
+                    },
+                );
+            }
+            if let (Some(a), Some(c)) = (fs.inodes_free, fs.inodes) {
+                obs.insert(
+                    inodes,
+                    Observation {
+                        available: a,
+                        capacity: c,
+                    },
+                );
             }
         };
-        let mut pods = vec![];
-        if let Some(s) = summary {
-            if let Some(m) = &s.node.memory {
-                if let (Some(avail), Some(ws)) = (m.available_bytes, m.working_set_bytes) {
-                    obs.insert(
-                        Signal::MemoryAvailable,
-                        Observation {
-                            available: avail,
-                            capacity: avail + ws,
-                        },
-                    );
-                }
-            }
-            let fs_obs = |fs: &crate::server::stats::FsStats,
-                          bytes: Signal,
-                          inodes: Signal,
-                          obs: &mut Observations| {
-                if let (Some(a), Some(c)) = (fs.available_bytes, fs.capacity_bytes) {
-                    obs.insert(
-                        bytes,
-                        Observation {
-                            available: a,
-                            capacity: c,
-                        },
-                    );
-                }
-                if let (Some(a), Some(c)) = (fs.inodes_free, fs.inodes) {
-                    obs.insert(
-                        inodes,
-                        Observation {
-                            available: a,
-                            capacity: c,
-                        },
-                    );
-                }
-            };
-            if let Some(fs) = &s.node.fs {
-                fs_obs(
-                    fs,
-                    Signal::NodeFsAvailable,
-                    Signal::NodeFsInodesFree,
-                    &mut obs,
-                );
-            }
-            if let Some(fs) = s.node.runtime.as_ref().and_then(|r| r.image_fs.as_ref()) {
-                fs_obs(
-                    fs,
-                    Signal::ImageFsAvailable,
-                    Signal::ImageFsInodesFree,
-                    &mut obs,
-                );
-            }
-            pods = s.pods;
+        if let Some(fs) = &node.fs {
+            fs_obs(
+                fs,
+                Signal::NodeFsAvailable,
+                Signal::NodeFsInodesFree,
+                &mut obs,
+            );
+        }
+        if let Some(fs) = &node.image_fs {
+            fs_obs(
+                fs,
+                Signal::ImageFsAvailable,
+                Signal::ImageFsInodesFree,
+                &mut obs,
+            );
         }
         if let Some(p) = observe_pids() {
             obs.insert(Signal::PidAvailable, p);
@@ -515,12 +507,24 @@ impl EvictionManager {
                 Err(_) => false,
             },
         };
-        (obs, pods, dedicated)
+        (obs, dedicated)
+    }
+
+    /// The pods' stats from the full summary (memory usage for ranking), read when a threshold
+    /// is met.
+    async fn pod_stats(&self) -> Vec<crate::server::stats::PodStats> {
+        match self.stats.summary(false).await {
+            Ok(s) => s.pods,
+            Err(e) => {
+                tracing::warn!(error = %e, "eviction manager: failed to get summary stats");
+                vec![]
+            }
+        }
     }
 
     /// One pass of the control loop (`synchronize`). Returns the evicted pod's name, if any.
     pub async fn synchronize(&mut self) -> Option<String> {
-        let (obs, pod_stats, dedicated) = self.observe().await;
+        let (obs, dedicated) = self.observe().await;
         let met = thresholds::thresholds_met(&self.cfg.thresholds, &obs);
         let conditions =
             self.tracker
@@ -545,7 +549,7 @@ impl EvictionManager {
         );
         if signal != Signal::MemoryAvailable && signal != Signal::PidAvailable {
             self.reclaim.reclaim(signal, dedicated).await;
-            let (after, _, _) = self.observe().await;
+            let (after, _) = self.observe().await;
             if thresholds::thresholds_met(&self.cfg.thresholds, &after).is_empty() {
                 tracing::info!(
                     resource,
@@ -569,6 +573,7 @@ impl EvictionManager {
             tracing::warn!("eviction manager: eviction thresholds have been met, but no pods are active to evict");
             return None;
         }
+        let pod_stats = self.pod_stats().await;
         let by_uid: HashMap<&str, &crate::server::stats::PodStats> = pod_stats
             .iter()
             .map(|p| (p.pod_ref.uid.as_str(), p))

@@ -499,6 +499,20 @@ pub struct StatsProvider {
     node_name: String,
     root_dir: PathBuf,
     rates: Mutex<RateCache>,
+    /// The image filesystem's mount point, as the runtime's `ImageFsInfo` named it once.
+    image_fs_mountpoint: Mutex<Option<PathBuf>>,
+}
+
+/// The node-level signals of the summary the eviction manager watches, read without any per-pod
+/// CRI call ([`StatsProvider::node_signals`]).
+#[derive(Debug, Clone, Default)]
+pub struct NodeSignals {
+    /// The node's memory (the root cgroup and /proc/meminfo).
+    pub memory: Option<MemoryStats>,
+    /// The node filesystem (the kubelet's root directory).
+    pub fs: Option<FsStats>,
+    /// The runtime's image filesystem.
+    pub image_fs: Option<FsStats>,
 }
 
 impl StatsProvider {
@@ -509,7 +523,41 @@ impl StatsProvider {
             node_name,
             root_dir,
             rates: Mutex::new(RateCache::default()),
+            image_fs_mountpoint: Mutex::new(None),
         }
+    }
+
+    /// The node's memory, node filesystem and image filesystem, as [`StatsProvider::summary`]
+    /// reports them in `node`, but with no per-pod work: the eviction manager reads these every
+    /// [`crate::eviction::MONITORING_INTERVAL`] and needs pod stats only once a threshold is
+    /// met. The runtime is asked for the image filesystem's mount point once
+    /// (`ImageFsInfo`); after that this makes no CRI call at all.
+    pub async fn node_signals(&self) -> NodeSignals {
+        let known = self.image_fs_mountpoint.lock().unwrap().clone();
+        let mountpoint = match known {
+            Some(m) => Some(m),
+            None => {
+                let m = self.cri.image_fs_info().await.ok().and_then(|r| {
+                    let f = r.image_filesystems.first()?;
+                    f.fs_id.as_ref().map(|id| PathBuf::from(&id.mountpoint))
+                });
+                if let Some(m) = &m {
+                    *self.image_fs_mountpoint.lock().unwrap() = Some(m.clone());
+                }
+                m
+            }
+        };
+        let root = self.root_dir.clone();
+        tokio::task::spawn_blocking(move || {
+            let ts = now_ns();
+            NodeSignals {
+                memory: node_memory(ts),
+                fs: statvfs_fs(&root, ts),
+                image_fs: mountpoint.and_then(|m| statvfs_fs(&m, ts)),
+            }
+        })
+        .await
+        .unwrap_or_default()
     }
 
     /// The summary. `cpu_and_memory_only` leaves out network and filesystems

@@ -2,9 +2,11 @@
 //! pod's containers or sandbox changed in the runtime.
 //!
 //! Two sources, as the Go kubelet's evented PLEG: containerd's native event stream
-//! (`/tasks/exit`, `/tasks/start`, `/tasks/oom`; delivered within milliseconds), and a periodic
+//! (`/tasks/exit`, `/tasks/oom`; delivered within milliseconds), and a periodic
 //! relist of sandboxes and containers as the safety net for anything the stream missed (the
 //! stream ends when containerd restarts; it is re-subscribed with back-off, then relisted).
+//! `/tasks/start` is not followed: every start is one the pod worker made itself and already
+//! knows of, and a sync per start event doubled the runtime reads of a pod start.
 //!
 //! containerd's CRI state lags its exit event by 50–200 ms. The PLEG records each exit from the
 //! event ([`exits`]) and wakes the pod worker at once, once the container's log file has stopped
@@ -16,7 +18,7 @@ pub mod exits;
 pub use exits::RecordedExits;
 
 use crate::cri::{labels, CriClient};
-use containerd_client::events::{TaskExit, TaskOom, TaskStart};
+use containerd_client::events::{TaskExit, TaskOom};
 use containerd_client::services::v1::events_client::EventsClient;
 use containerd_client::services::v1::SubscribeRequest;
 use futures::StreamExt;
@@ -56,8 +58,6 @@ enum TaskEvent {
         status: i32,
         exited_at_ns: i64,
     },
-    /// A task started.
-    Start { id: String },
     /// A task ran out of memory.
     Oom { id: String },
 }
@@ -77,9 +77,6 @@ fn decode_event(topic: &str, payload: &[u8]) -> Option<TaskEvent> {
                 status: e.exit_status as i32,
                 id: e.container_id,
             }),
-        "/tasks/start" => TaskStart::decode(payload)
-            .ok()
-            .map(|e| TaskEvent::Start { id: e.container_id }),
         "/tasks/oom" => TaskOom::decode(payload)
             .ok()
             .map(|e| TaskEvent::Oom { id: e.container_id }),
@@ -219,7 +216,6 @@ impl Pleg {
             let req = SubscribeRequest {
                 filters: vec![
                     format!("topic==\"/tasks/exit\",namespace==\"{CRI_NAMESPACE}\""),
-                    format!("topic==\"/tasks/start\",namespace==\"{CRI_NAMESPACE}\""),
                     format!("topic==\"/tasks/oom\",namespace==\"{CRI_NAMESPACE}\""),
                 ],
             };
@@ -287,7 +283,6 @@ impl Pleg {
                 self.exits.record_oom(id);
                 (id.clone(), false)
             }
-            TaskEvent::Start { id } => (id.clone(), false),
         };
         let mut uid = self.owners.lock().unwrap().get(&id).cloned();
         let mut log_path = None;
@@ -356,10 +351,6 @@ mod tests {
             exit_status: 1,
             ..Default::default()
         });
-        let start = envelope(TaskStart {
-            container_id: "c2".into(),
-            pid: 9,
-        });
         let oom = envelope(TaskOom {
             container_id: "c3".into(),
         });
@@ -380,12 +371,7 @@ mod tests {
                 exec_exit,
                 None,
             ),
-            (
-                "start",
-                "/tasks/start",
-                start,
-                Some(TaskEvent::Start { id: "c2".into() }),
-            ),
+            ("starts are the worker's own", "/tasks/start", vec![], None),
             (
                 "oom",
                 "/tasks/oom",

@@ -118,11 +118,18 @@ impl PodWorkers {
                 .set(&uid, worker_state(&pod, removed || was_removed));
             let (pod, resize_pending) = self.allocate(pod, removed || was_removed);
             if let Some(h) = self.workers.get(&uid) {
-                let _ = h.tx.send(PodUpdate {
+                let new = PodUpdate {
                     pod,
                     removed: removed || was_removed,
                     evict,
                     resize_pending,
+                };
+                // the worker always reads the newest object; it is woken only for a change it
+                // acts on (not for the watch echoing its own status write)
+                h.tx.send_if_modified(|cur| {
+                    let wake = wakes_worker(cur, &new);
+                    *cur = new;
+                    wake
                 });
             }
             return;
@@ -519,6 +526,54 @@ pub(super) struct PodWorker {
     pub(super) resize_error: Option<String>,
 }
 
+/// Whether a new copy of a pod must wake its worker (k/k `config.checkAndUpdatePod`: an update
+/// that changes only the status is a reconcile, not a sync). It wakes for anything the worker
+/// acts on: removal, eviction, a pending resize, the spec, and the metadata (labels and
+/// annotations for downward API volumes, deletion, generation) other than `resourceVersion` and
+/// `managedFields`; and, for a pod with readiness gates, a change of the conditions others own
+/// (Ready follows them, k/k `NeedToReconcilePodReadiness`). The watch echoing a status the
+/// kubelet wrote wakes nothing: that was a sync (and a full runtime read) per status write.
+pub fn wakes_worker(old: &PodUpdate, new: &PodUpdate) -> bool {
+    if old.removed != new.removed
+        || old.evict.is_some() != new.evict.is_some()
+        || old.resize_pending != new.resize_pending
+        || old.pod.spec != new.pod.spec
+    {
+        return true;
+    }
+    let meta = |p: &Pod| {
+        let mut m = p.metadata.clone();
+        m.resource_version = None;
+        m.managed_fields = None;
+        m
+    };
+    if meta(&old.pod) != meta(&new.pod) {
+        return true;
+    }
+    let gated = new
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .is_some_and(|g| !g.is_empty());
+    if gated {
+        let foreign = |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|c| {
+                    !crate::status::generate::KUBELET_CONDITIONS.contains(&c.type_.as_str())
+                })
+                .map(|c| (c.type_, c.status))
+                .collect::<Vec<_>>()
+        };
+        return foreign(&old.pod) != foreign(&new.pod);
+    }
+    false
+}
+
 /// The API copy of the pod is in phase Succeeded or Failed.
 fn phase_is_terminal(pod: &Pod) -> bool {
     matches!(
@@ -712,5 +767,108 @@ impl PodWorker {
                 _ = tokio::time::sleep_until(wake.into()) => { next_wake = None; }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn update(pod: serde_json::Value) -> PodUpdate {
+        PodUpdate {
+            pod: serde_json::from_value(pod).unwrap(),
+            removed: false,
+            evict: None,
+            resize_pending: None,
+        }
+    }
+
+    fn base(extra_spec: serde_json::Value, status: serde_json::Value) -> serde_json::Value {
+        let mut spec = json!({"nodeName": "n", "containers": [{"name": "c", "image": "busybox"}]});
+        if let (Some(s), Some(e)) = (spec.as_object_mut(), extra_spec.as_object()) {
+            for (k, v) in e {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "1",
+                         "generation": 1, "labels": {"a": "1"}},
+            "spec": spec,
+            "status": status,
+        })
+    }
+
+    #[test]
+    fn only_changes_the_worker_acts_on_wake_it() {
+        let running =
+            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+        let old = base(json!({}), json!({"phase": "Pending"}));
+        let with = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = old.clone();
+            f(&mut v);
+            v
+        };
+        let gates = json!({"readinessGates": [{"conditionType": "example.com/gate"}]});
+        let cases: Vec<(&str, serde_json::Value, serde_json::Value, bool)> = vec![
+            (
+                "the watch echoing the kubelet's own status write",
+                old.clone(),
+                with(&|v| {
+                    v["status"] = running.clone();
+                    v["metadata"]["resourceVersion"] = json!("2");
+                }),
+                false,
+            ),
+            (
+                "a label changed (downward API volumes)",
+                old.clone(),
+                with(&|v| v["metadata"]["labels"]["a"] = json!("2")),
+                true,
+            ),
+            (
+                "deletion",
+                old.clone(),
+                with(&|v| {
+                    v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                    v["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+                }),
+                true,
+            ),
+            (
+                "the spec changed (image, activeDeadlineSeconds)",
+                old.clone(),
+                with(&|v| v["spec"]["containers"][0]["image"] = json!("busybox:2")),
+                true,
+            ),
+            (
+                "generation bumped",
+                old.clone(),
+                with(&|v| v["metadata"]["generation"] = json!(2)),
+                true,
+            ),
+            (
+                "a readiness gate's condition set by a controller",
+                base(gates.clone(), json!({"phase": "Running"})),
+                base(
+                    gates.clone(),
+                    json!({"phase": "Running", "conditions": [{"type": "example.com/gate", "status": "True"}]}),
+                ),
+                true,
+            ),
+            (
+                "a gated pod whose kubelet conditions alone changed",
+                base(gates.clone(), json!({"phase": "Pending"})),
+                base(gates.clone(), running.clone()),
+                false,
+            ),
+        ];
+        for (name, a, b, want) in cases {
+            assert_eq!(wakes_worker(&update(a), &update(b)), want, "{name}");
+        }
+        let a = update(old.clone());
+        let mut b = a.clone();
+        b.removed = true;
+        assert!(wakes_worker(&a, &b), "removal");
     }
 }

@@ -67,6 +67,19 @@ pub struct PodActions {
     pub pod_done: bool,
 }
 
+impl PodActions {
+    /// Whether carrying these actions out changes nothing in the runtime (no sandbox to create
+    /// or kill, no container to start or kill): the runtime state read before them is still
+    /// the state to report.
+    pub fn changes_nothing(&self) -> bool {
+        !self.kill_pod
+            && self.create_sandbox.is_none()
+            && self.kill.is_empty()
+            && self.start.is_empty()
+            && self.start_ephemeral.is_empty()
+    }
+}
+
 /// `kubecontainer.ShouldContainerBeRestarted` for one container instance under `policy`.
 pub fn should_restart(status: Option<&ContainerStatus>, policy: &str) -> bool {
     let Some(s) = status else { return true };

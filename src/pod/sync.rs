@@ -55,6 +55,14 @@ impl PodWorker {
                 self.ctx.status.queue(&base, &status);
             }
         }
+        if actions.pod_done && actions.kill_pod && rt.running().next().is_none() {
+            // Every container has exited: the terminal status goes out before the sandbox is
+            // stopped (k/k: syncPod sets the status, syncTerminatingPod kills afterwards);
+            // StopPodSandbox with its CNI teardown takes 100–200 ms, which a watcher waiting for
+            // the phase should not wait for. (With containers still running, e.g. past the
+            // active deadline, the status waits for them to be stopped.)
+            self.write_status_for(pod, &rt, true);
+        }
         let result = self.execute(pod, &rt, &actions).await;
         if actions.pod_done {
             self.finished = true;
@@ -81,7 +89,13 @@ impl PodWorker {
         for (k, v) in &actions.waiting {
             self.waiting.insert(k.clone(), v.clone());
         }
-        self.write_status(pod, actions.pod_done).await;
+        if actions.changes_nothing() && result.is_ok() {
+            // nothing was done: the state read at the start is the state to report (one runtime
+            // read per sync instead of two)
+            self.write_status_for(pod, &rt, actions.pod_done);
+        } else {
+            self.write_status(pod, actions.pod_done).await;
+        }
         result.map(|_| next)
     }
 
@@ -213,6 +227,14 @@ impl PodWorker {
         }
     }
 
+    /// Queues the status of `pod` for runtime state `rt` already read (see
+    /// [`Self::status_for`]).
+    fn write_status_for(&mut self, pod: &Pod, rt: &PodRuntimeStatus, terminal: bool) {
+        if let Some((base, status)) = self.status_for(pod, rt, terminal) {
+            self.ctx.status.queue(&base, &status);
+        }
+    }
+
     /// Writes the pod's status now and waits for the API server (the terminal status that must
     /// land before the pod object is deleted).
     async fn write_status_now(&mut self, pod: &Pod, terminal: bool) {
@@ -238,7 +260,18 @@ impl PodWorker {
                 return None;
             }
         };
-        let out = self.status_to_write(pod, &rt, terminal);
+        self.status_for(pod, &rt, terminal)
+    }
+
+    /// The status to write for runtime state `rt` (see [`Self::status_to_write`]), after
+    /// reconciling the probe tasks with the running containers.
+    fn status_for(
+        &mut self,
+        pod: &Pod,
+        rt: &PodRuntimeStatus,
+        terminal: bool,
+    ) -> Option<(Pod, PodStatus)> {
+        let out = self.status_to_write(pod, rt, terminal);
         // Probe tasks follow the running container instances.
         if terminal || self.terminal_override.is_some() {
             self.probes.stop_all();

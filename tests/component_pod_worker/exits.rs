@@ -93,3 +93,42 @@ fn rfc3339(nanos: i64) -> String {
         .unwrap()
         .to_string()
 }
+
+/// The terminal status is written before the pod's sandbox is stopped (k/k: syncPod sets the
+/// status, then syncTerminatingPod kills): a slow StopPodSandbox (CNI teardown takes 100–200 ms
+/// on this machine) does not hold back the phase change a watcher waits for.
+#[tokio::test(start_paused = true)]
+async fn the_terminal_phase_is_written_before_the_sandbox_is_stopped() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("quick", "Never", json!({}));
+    h.apply(&p).await;
+    let c = eventually(Duration::from_secs(10), "the container runs", || {
+        h.runtime.running("main")
+    })
+    .await;
+    h.status_in_phase("quick", "Running", Duration::from_secs(10))
+        .await;
+    h.runtime
+        .delay("StopPodSandbox", Some(Duration::from_secs(2)));
+    let exited_at = h.runtime.exit_unconfirmed(&c.id, 1);
+    h.exits.record_exit(&c.id, 1, exited_at);
+    h.poke(&p).await;
+    let started = tokio::time::Instant::now();
+    h.status_in_phase("quick", "Failed", Duration::from_secs(5))
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "Failed was written after {:?}: it waited for StopPodSandbox",
+        started.elapsed()
+    );
+    // the sandbox is still stopped afterwards
+    eventually(Duration::from_secs(10), "StopPodSandbox called", || {
+        h.runtime
+            .calls()
+            .iter()
+            .any(|m| m == "StopPodSandbox")
+            .then_some(())
+    })
+    .await;
+    h.stop().await;
+}

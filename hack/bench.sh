@@ -13,9 +13,9 @@
 #                                   once; the API server's write+watch round trip), then N rounds
 #                                   (default 2) of deckhand, the Go kubelet, deckhand, ... on the
 #                                   same node, containerd and API server, each round: idle RSS /
-#                                   CPU / threads, 30 pods at once, 100 pods at 5/s (RSS, CPU,
-#                                   status writes per pod start, each CRI operation's mean from the
-#                                   kubelet's own metrics), container exit → phase Failed (exit
+#                                   CPU / threads, 30 pods at once, 20 pods one at a time, 100
+#                                   pods at 5/s (RSS, CPU, status writes per pod start, each CRI
+#                                   operation's mean from the kubelet's own metrics), container exit → phase Failed (exit
 #                                   time from containerd's /tasks/exit event); then a table of the
 #                                   medians with the ratio deckhand / Go, the load average before
 #                                   each round, and the issue-15 targets as multiples of the limit.

@@ -15,10 +15,11 @@
 #                                   same node, containerd and API server, each round: idle RSS /
 #                                   CPU / threads, 30 pods at once, 20 pods one at a time, 100
 #                                   pods at 5/s (RSS, CPU, status writes per pod start, each CRI
-#                                   operation's mean from the kubelet's own metrics), container exit → phase Failed (exit
-#                                   time from containerd's /tasks/exit event); then a table of the
-#                                   medians with the ratio deckhand / Go, the load average before
-#                                   each round, and the issue-15 targets as multiples of the limit.
+#                                   operation's mean from the kubelet's own metrics), container
+#                                   exit → phase Failed (exit time from containerd's /tasks/exit
+#                                   event); then a table of the medians with the ratio
+#                                   deckhand / Go, the load average before each round, and the
+#                                   issue-15 targets as multiples of the limit.
 #
 # --peer go runs deckhand's release build (cargo build --release: the binary you ship), builds
 # the Go kubelet (hack/build-k8s.sh kubelet, cached), swaps the kubelets with

@@ -212,6 +212,12 @@ async fn ephemeral_containers_start_report_and_answer_exec() {
 /// e.g. `</dev/null`, the session ends at that EOF: containerd's CRI attach detaches stdout and
 /// stderr when the attach's stdin ends unless the container is `stdinOnce` (kubectl debug does not
 /// set it), whichever kubelet proxies the stream.)
+///
+/// The container waits a second between reading and answering: containerd 1.6's CRI attach
+/// (`ContainerIO.Attach`) starts copying the session's stdin into the container before it adds the
+/// session's stdout to the container's output, so an answer written within microseconds of
+/// the typed line can miss the session and reach only the log, whichever kubelet proxies it. A
+/// user who types after the prompt appears never meets this.
 #[tokio::test]
 async fn kubectl_debug_attaches_to_the_ephemeral_container() {
     let client = client().await;
@@ -226,7 +232,7 @@ async fn kubectl_debug_attaches_to_the_ephemeral_container() {
         .arg(env.kubeconfig())
         .args(["-n", &ns.name, "debug", "target", "-i", "--image=busybox"])
         .args(["--target=main", "-c", "dbg", "--", "sh", "-c"])
-        .arg("read line; echo attached-output-$line")
+        .arg("read line; sleep 1; echo attached-output-$line")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

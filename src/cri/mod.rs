@@ -9,6 +9,7 @@
 
 pub mod fake;
 pub mod labels;
+pub mod reachability;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -94,6 +95,18 @@ impl CriError {
                     s.message()
                 ),
             },
+        }
+    }
+
+    /// True when the call failed because the runtime could not be reached at all (its socket is
+    /// missing or refuses, or the connection broke): nothing about the object is known.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            CriError::Connect { .. } => true,
+            CriError::Rpc { code, message, .. } => {
+                reachability::status_is_unreachable(*code, message)
+            }
+            _ => false,
         }
     }
 
@@ -193,6 +206,8 @@ pub struct CriClient {
     image: ImageServiceClient<Channel>,
     /// Default deadline for short calls (not pulls, not StopContainer).
     timeout: Duration,
+    /// Whether the runtime answers, from every call's outcome.
+    reachability: std::sync::Arc<reachability::Reachability>,
 }
 
 impl std::fmt::Debug for CriClient {
@@ -216,6 +231,11 @@ macro_rules! call {
         if let Some(observe) = CALL_OBSERVER.get() {
             observe($op, started.elapsed(), r.is_err());
         }
+        $self.reachability.observe(
+            r.as_ref()
+                .err()
+                .is_some_and(|s| reachability::status_is_unreachable(s.code(), s.message())),
+        );
         r.map(|r| r.into_inner())
             .map_err(|s| CriError::from_status($op, $id, s))
     }};
@@ -234,7 +254,13 @@ impl CriClient {
             runtime: RuntimeServiceClient::new(ch.clone()),
             image: ImageServiceClient::new(ch),
             timeout: Duration::from_secs(120),
+            reachability: Default::default(),
         }
+    }
+
+    /// Whether the runtime answers (shared by every clone of this client).
+    pub fn reachability(&self) -> &reachability::Reachability {
+        &self.reachability
     }
 
     /// `Version`: runtime name and version, e.g. (`containerd`, `1.6.20~ds1`).

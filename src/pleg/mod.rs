@@ -32,6 +32,9 @@ use tokio_util::sync::CancellationToken;
 /// containerd namespace used by its CRI plugin.
 pub const CRI_NAMESPACE: &str = "k8s.io";
 
+/// The relist period while the runtime cannot be reached.
+pub const UNREACHABLE_RELIST_PERIOD: Duration = Duration::from_millis(500);
+
 /// What the relist saw for one runtime object: pod UID and a state code.
 type Snapshot = HashMap<String, (String, i32)>;
 
@@ -195,15 +198,28 @@ impl Pleg {
                 }
                 prev = snap;
             }
+            // While the runtime cannot be reached, relist every half second: its first answer
+            // wakes every pod worker (the CRI client's reachability tracker), so pods wait for
+            // containerd's return, not for the period.
+            let period = if self.cri.reachability().is_reachable() {
+                self.relist_period
+            } else {
+                UNREACHABLE_RELIST_PERIOD.min(self.relist_period)
+            };
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(self.relist_period) => {}
+                _ = tokio::time::sleep(period) => {}
             }
         }
     }
 
     async fn run_events(self: Arc<Self>, cancel: CancellationToken) {
         let mut delay = Duration::from_millis(200);
+        // Failures since the stream last delivered an event: the first one is logged as a
+        // warning, the repeats of an outage at debug level (the CRI client's reachability
+        // tracker says when containerd answers again).
+        let mut failures = 0u32;
+        let mut runtime_back = self.cri.reachability().subscribe_back();
         loop {
             let channel = match crate::cri::channel(&self.containerd_socket) {
                 Ok(c) => c,
@@ -229,6 +245,7 @@ impl Pleg {
             match sub {
                 Ok(resp) => {
                     delay = Duration::from_millis(200);
+                    failures = 0;
                     let mut stream = resp.into_inner();
                     loop {
                         let item = tokio::select! {
@@ -237,6 +254,7 @@ impl Pleg {
                         };
                         match item {
                             Some(Ok(env)) => {
+                                failures = 0;
                                 let Some(any) = env.event else { continue };
                                 if let Some(ev) = decode_event(&env.topic, &any.value) {
                                     let this = self.clone();
@@ -246,21 +264,36 @@ impl Pleg {
                                 }
                             }
                             Some(Err(e)) => {
-                                tracing::warn!(error = %e, "containerd event stream failed; resubscribing");
+                                failures += 1;
+                                if failures == 1 {
+                                    tracing::warn!(error = %e, "containerd event stream failed; resubscribing");
+                                } else {
+                                    tracing::debug!(error = %e, "containerd event stream failed; resubscribing");
+                                }
                                 break;
                             }
                             None => break,
                         }
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "subscribing to containerd events failed"),
+                Err(e) => {
+                    failures += 1;
+                    if failures == 1 {
+                        tracing::warn!(error = %e, "subscribing to containerd events failed");
+                    } else {
+                        tracing::debug!(error = %e, "subscribing to containerd events failed");
+                    }
+                }
             }
-            // Events may have been missed: the relist catches up; resubscribe after a pause.
+            // Events may have been missed: the relist catches up; resubscribe after a pause, or
+            // at once when CRI calls get answers again.
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(delay) => {}
+                _ = tokio::time::sleep(delay) => {
+                    delay = (delay * 2).min(Duration::from_secs(10));
+                }
+                _ = runtime_back.changed() => delay = Duration::from_millis(200),
             }
-            delay = (delay * 2).min(Duration::from_secs(10));
         }
     }
 

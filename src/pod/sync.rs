@@ -28,6 +28,11 @@ impl PodWorker {
         let ctx = self.ctx.clone();
         let rt = match PodRuntimeStatus::observe(&ctx.cri, &ctx.exits, super::uid(pod)).await {
             Ok(rt) => rt,
+            Err(e) if e.is_unreachable() => {
+                // said once for every pod by the CRI client's reachability tracker
+                tracing::debug!(error = %e, "reading pod state from the runtime failed");
+                return Err(SyncFailed);
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "reading pod state from the runtime failed");
                 return Err(SyncFailed);
@@ -658,7 +663,12 @@ impl PodWorker {
             let rt = match PodRuntimeStatus::observe(&ctx.cri, &ctx.exits, &uid).await {
                 Ok(rt) => rt,
                 Err(e) => {
-                    tracing::warn!(error = %e, "reading runtime state for termination failed; retrying");
+                    if e.is_unreachable() {
+                        // said once for every pod by the CRI client's reachability tracker
+                        tracing::debug!(error = %e, "reading runtime state for termination failed; retrying");
+                    } else {
+                        tracing::warn!(error = %e, "reading runtime state for termination failed; retrying");
+                    }
                     tokio::select! { _ = cancel.cancelled() => return, _ = tokio::time::sleep(delay) => {} }
                     delay = (delay * 2).min(Duration::from_secs(30));
                     continue;

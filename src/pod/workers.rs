@@ -393,6 +393,7 @@ impl PodWorkers {
         cancel: CancellationToken,
     ) {
         let mut housekeeping = tokio::time::interval(crate::systemd::SyncLoopMonitor::BEAT);
+        let mut runtime_back = self.ctx.cri.reachability().subscribe_back();
         loop {
             self.monitor.beat();
             tokio::select! {
@@ -421,6 +422,15 @@ impl PodWorkers {
                     Some(PodEvent::Delete(pod)) => self.update(pod, true, &cancel).await,
                     Some(PodEvent::Synced(present)) => self.reconcile(present, &cancel).await,
                 },
+                r = runtime_back.changed() => {
+                    // The runtime answers again after an outage (e.g. containerd restarted):
+                    // every worker syncs now rather than at the end of its failure back-off.
+                    if r.is_ok() {
+                        for h in self.workers.values() {
+                            h.notify.notify_one();
+                        }
+                    }
+                }
                 uid = pleg.recv() => {
                     if let Some(uid) = uid {
                         if let Some(h) = self.workers.get(&uid) {

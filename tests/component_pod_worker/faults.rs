@@ -185,6 +185,42 @@ async fn a_runtime_that_stops_answering_is_waited_out() {
     h.stop().await;
 }
 
+/// A pod created while the runtime cannot be reached (containerd restarting): its first sync
+/// fails, and it starts as soon as any CRI call gets an answer again (here the PLEG's relist),
+/// not at its worker's 10 s retry.
+#[tokio::test(start_paused = true)]
+async fn a_pod_created_while_the_runtime_is_unreachable_starts_when_it_answers() {
+    let h = Harness::start(fake_runtime()).await;
+    h.runtime.inject_error(
+        "ListPodSandbox",
+        Status::unavailable("No such file or directory (os error 2)"),
+    );
+    let p = pod("during", "Always", json!({}));
+    h.apply(&p).await;
+    eventually(
+        Duration::from_secs(1),
+        "the first sync's failed read",
+        || (!h.cri.reachability().is_reachable()).then_some(()),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.runtime.count("RunPodSandbox"), 0);
+    let back = Instant::now();
+    h.cri
+        .list_pod_sandboxes(&[])
+        .await
+        .expect("the runtime answers");
+    assert!(h.cri.reachability().is_reachable());
+    h.status_in_phase("during", "Running", Duration::from_secs(2))
+        .await;
+    assert!(
+        back.elapsed() < Duration::from_secs(2),
+        "started {:?} after the runtime answered",
+        back.elapsed()
+    );
+    h.stop().await;
+}
+
 /// Timestamps out of order (a container that finished before it started, one created in the
 /// future): statuses are still written, with the runtime's times, and the restart count never
 /// goes back.

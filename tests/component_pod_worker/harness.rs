@@ -134,6 +134,8 @@ pub(crate) struct Harness {
     /// The exits the PLEG would record from containerd's event stream.
     pub(crate) exits: deckhand::pleg::RecordedExits,
     pub(crate) cancel: CancellationToken,
+    /// A clone of the workers' CRI client (it shares their view of the runtime's reachability).
+    pub(crate) cri: deckhand::cri::CriClient,
     pub(crate) _dir: TempDir,
 }
 
@@ -185,6 +187,7 @@ impl Harness {
             allocation: deckhand::allocation::AllocationManager::load(Some(&dir.join("root"))),
             exits: exits.clone(),
         });
+        let cri = ctx.cri.clone();
         let (pods, pods_rx) = mpsc::channel(16);
         let (pleg, pleg_rx) = mpsc::channel(16);
         let (commands, commands_rx) = mpsc::channel(1);
@@ -199,6 +202,7 @@ impl Harness {
             pleg,
             exits,
             cancel,
+            cri,
             _dir: TempDir(dir),
         }
     }

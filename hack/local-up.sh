@@ -19,6 +19,9 @@
 #   hack/local-up.sh restart-scheduler rebuild deckhand-scheduler if needed, stop it, start it again
 #   hack/local-up.sh stop-apiserver    stop kube-apiserver only (an API server outage, for tests)
 #   hack/local-up.sh start-apiserver   start it again and wait until it is ready
+#   hack/local-up.sh stop-containerd [--kill]  stop containerd only (SIGTERM, or SIGKILL with
+#                                      --kill; its shims and so the containers keep running)
+#   hack/local-up.sh start-containerd  start it again and wait until its CRI plugin answers
 #
 # Environment:
 #   NODE_NAME              node name (default: lowercased `hostname`)
@@ -261,6 +264,22 @@ cmd_stop_apiserver() {
   stop_daemon kube-apiserver
 }
 
+cmd_stop_containerd() {
+  local pid; pid=$(pid_of containerd)
+  [ -n "$pid" ] || die "containerd is not running"
+  case "${1:-}" in
+    --kill)
+      log "killing containerd (pid $pid) with SIGKILL"
+      kill -KILL "$pid"
+      local i; for i in $(seq 1 50); do proc_alive "$pid" || break; sleep 0.1; done
+      rm -f "$PIDS/containerd.pid" "$PIDS/containerd.start" "$PIDS/containerd.cmd" ;;
+    "") stop_daemon containerd ;;
+    *) die "stop-containerd: unknown option '$1' (--kill)" ;;
+  esac
+}
+
+cmd_start_containerd() { step_containerd; }
+
 cmd_start_apiserver() {
   [ -n "$(pid_of etcd)" ] || die "etcd is not running (run hack/local-up.sh first)"
   step_apiserver
@@ -277,8 +296,10 @@ main() {
     restart-scheduler) take_lock; cmd_restart_scheduler ;;
     stop-apiserver) take_lock; cmd_stop_apiserver ;;
     start-apiserver) take_lock; cmd_start_apiserver ;;
+    stop-containerd) take_lock; cmd_stop_containerd "$@" ;;
+    start-containerd) take_lock; cmd_start_containerd ;;
     -h|--help|help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand | restart-scheduler | stop-apiserver | start-apiserver)" ;;
+    *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand | restart-scheduler | stop-apiserver | start-apiserver | stop-containerd [--kill] | start-containerd)" ;;
   esac
 }
 

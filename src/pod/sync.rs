@@ -715,10 +715,13 @@ impl PodWorker {
             }
         }
         if !removed {
-            // Report the terminal phase, then finish the deletion (status first, as the Go
-            // kubelet requires a terminal phase before the object is removed).
+            // Report the terminal phase, reclaim the pod's resources (sandbox, volumes, cgroup),
+            // then finish the deletion: the Go kubelet requires a terminal phase and reclaimed
+            // resources before the object is removed (status manager `canBeDeleted`), so a
+            // kubelet stopped in between finds the pod still listed and cleans it up.
             let latest = self.rx.borrow().pod.clone();
             self.write_status_now(&latest, true).await;
+            self.cleanup(&pod).await;
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
             let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
             let dp = DeleteParams {
@@ -735,8 +738,9 @@ impl PodWorker {
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
                 Err(e) => tracing::warn!(error = %e, "deleting pod object failed"),
             }
+        } else {
+            self.cleanup(&pod).await;
         }
-        self.cleanup(&pod).await;
     }
 
     /// Removes the pod's sandboxes (and with them its containers), log directory, pod directory

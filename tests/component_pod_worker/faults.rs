@@ -256,3 +256,35 @@ async fn timestamps_out_of_order_are_reported_as_given() {
     );
     h.stop().await;
 }
+
+/// A deleted pod leaves the API only once its resources are reclaimed (sandbox removed, pod
+/// directory gone), as the Go status manager's `canBeDeleted` requires: a kubelet stopped in
+/// between still finds the pod listed and finishes the cleanup, instead of leaving its volumes,
+/// mounts and cgroup behind (seen with hack/chaos.sh).
+#[tokio::test(start_paused = true)]
+async fn a_deleted_pod_leaves_the_api_after_its_sandbox_is_removed() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("reclaim", "Always", json!({}));
+    h.apply(&p).await;
+    h.status_in_phase("reclaim", "Running", Duration::from_secs(10))
+        .await;
+    h.runtime
+        .delay("RemovePodSandbox", Some(Duration::from_secs(5)));
+    h.apply(&super::deleted(&p, 1)).await;
+    eventually(Duration::from_secs(10), "RemovePodSandbox called", || {
+        (h.runtime.count("RemovePodSandbox") > 0).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !h.deleted("reclaim"),
+        "the pod left the API while its sandbox was still being removed"
+    );
+    eventually(
+        Duration::from_secs(10),
+        "the pod deleted in the API",
+        || h.deleted("reclaim").then_some(()),
+    )
+    .await;
+    h.stop().await;
+}

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# deckhand killed with SIGKILL at random moments during pod churn (issue 14), against the local
+# cluster (hack/local-up.sh must be up). It prints figures and what it found; it exits 1 when
+# something was lost, duplicated or leaked.
+#
+#   hack/chaos.sh [--kills N] [--pods N]
+#
+# While a churn loop creates a pod a second in a namespace of its own (plain ones, ones with an
+# init container, crash-looping ones and ones that ignore SIGTERM with a 15 s grace period) and
+# deletes the oldest once N (default 30) exist, deckhand is killed with SIGKILL N times (default
+# 20) at random moments 1 to 6 s apart, each time started again at once with
+# `hack/local-up.sh restart-deckhand` (the same binary, without waiting for the Node). A kubectl
+# watch records every restart count. Then:
+#   during:  every pod has at most one ready sandbox and at most one running container per
+#            container name; restart counts never went back; every pod not being deleted runs
+#            (or crash-loops) within 90 s
+#   after:   the namespace is deleted; nothing of it is left in containerd; every address
+#            host-local reserved belongs to a live sandbox; no mount, pod directory or kubepods
+#            cgroup is left for a pod that no longer exists; deckhand never panicked
+# Results: _output/chaos/<time>/ (report.txt, the watch record, deckhand's log of the run).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ENV_FILE="$ROOT/_output/local-up/env"
+KILLS=20
+PODS=30
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --kills) KILLS=$2; shift 2 ;;
+    --pods) PODS=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "chaos: unknown argument '$1' (--kills N --pods N)" >&2; exit 2 ;;
+  esac
+done
+[ -f "$ENV_FILE" ] || { echo "the local cluster is not up: run hack/local-up.sh first" >&2; exit 1; }
+"$ROOT/hack/local-up.sh" status >/dev/null 2>&1 ||
+  { echo "the local cluster is not healthy (hack/local-up.sh status); fix it first" >&2; exit 1; }
+# shellcheck disable=SC1090
+. "$ENV_FILE"
+cd "$ROOT"
+
+log() { echo "chaos [$(date -u +%H:%M:%S)]: $*"; }
+kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+cri() { "$CRICTL" -r "$CRI_ENDPOINT" "$@"; }
+OUT="$ROOT/_output/chaos/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$OUT"
+REPORT="$OUT/report.txt"
+report() { echo "$*" | tee -a "$REPORT"; }
+NS="chaos-$(date -u +%H%M%S)"
+STOP="$OUT/stop"
+
+pid=$(cat "$DECKHAND_PIDFILE")
+[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = deckhand ] || { echo "deckhand is not running" >&2; exit 1; }
+BIN=$(readlink "/proc/$pid/exe"); BIN=${BIN% (deleted)}  # rebuilt since it started: the new file
+LOG_FROM=$(stat -c %s "$DECKHAND_LOG")
+# restart-deckhand also keeps deckhand-scheduler current: keep the running one, never build
+SCHED_BIN=$(readlink "/proc/$(cat "$SCHEDULER_PIDFILE" 2>/dev/null)/exe" 2>/dev/null || true)
+SCHED_BIN=${SCHED_BIN% (deleted)}
+[ -x "$SCHED_BIN" ] || { echo "deckhand-scheduler is not running" >&2; exit 1; }
+restart_deckhand() {
+  DECKHAND_BIN=$BIN SCHEDULER_BIN=$SCHED_BIN DECKHAND_WAIT_NODE=0 "$ROOT/hack/local-up.sh" restart-deckhand
+}
+
+pod_json() {  # NAME KIND
+  local name=$1 kind=$2 script="exec sleep 3600" grace=1 init=""
+  case $kind in
+    crash) script="sleep 2; exit 1" ;;
+    slow) grace=15 ;;  # sleep as PID 1 ignores SIGTERM: killed when the grace period ends
+    init) init=',"initContainers":[{"name":"init","image":"busybox","command":["sh","-c","sleep 1"]}]' ;;
+  esac
+  cat <<EOF
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"$name","labels":{"chaos":"$kind"}},
+ "spec":{"terminationGracePeriodSeconds":$grace,"restartPolicy":"Always"$init,
+  "tolerations":[{"operator":"Exists"}],
+  "containers":[{"name":"main","image":"busybox","command":["sh","-c","$script"]}]}}
+EOF
+}
+
+churn() {
+  local i=0 kinds=(plain init crash slow) live=()
+  while [ ! -e "$STOP" ]; do
+    local name="p$i" kind=${kinds[$((i % 4))]}
+    if pod_json "$name" "$kind" | kc -n "$NS" create -f - >/dev/null 2>>"$OUT/churn.err"; then
+      live+=("$name")
+    fi
+    if [ "${#live[@]}" -gt "$PODS" ]; then
+      kc -n "$NS" delete pod "${live[0]}" --wait=false >/dev/null 2>>"$OUT/churn.err" || true
+      live=("${live[@]:1}")
+    fi
+    i=$((i + 1))
+    sleep 1
+  done
+  echo "$i" > "$OUT/created"
+}
+
+kc create namespace "$NS" >/dev/null
+for _ in $(seq 1 30); do kc -n "$NS" get serviceaccount default >/dev/null 2>&1 && break; sleep 1; done
+report "chaos: namespace $NS, $KILLS SIGKILLs of deckhand ($BIN), churn keeps $PODS pods; results in $OUT"
+
+# every restart count the API server reports, one line per watch event: uid name=count...
+kc -n "$NS" get pods -w -o json 2>/dev/null |
+  jq -r --unbuffered '.metadata.uid + ([.status.containerStatuses[]? | " \(.name)=\(.restartCount)"] | join(""))' \
+  > "$OUT/restart-counts.txt" &
+watch_pid=$!
+churn &
+churn_pid=$!
+cleanup() {
+  touch "$STOP"
+  kill "$watch_pid" 2>/dev/null || true
+  wait "$churn_pid" 2>/dev/null || true
+  # deckhand must run whatever happened here
+  if ! [ "$(cat "/proc/$(cat "$DECKHAND_PIDFILE" 2>/dev/null)/comm" 2>/dev/null)" = deckhand ]; then
+    restart_deckhand >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+
+sleep 10
+restart_ms=()
+for k in $(seq 1 "$KILLS"); do
+  sleep "$((1 + RANDOM % 6)).$((RANDOM % 10))"
+  pid=$(cat "$DECKHAND_PIDFILE")
+  kill -KILL "$pid"
+  while [ -e "/proc/$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = deckhand ]; do sleep 0.05; done
+  # the restart moves the log to deckhand.log.1: keep this life's part
+  tail -c "+$((LOG_FROM + 1))" "$DECKHAND_LOG" >> "$OUT/deckhand.log"; LOG_FROM=0
+  t0=$(date +%s%N)
+  restart_deckhand > "$OUT/restart-$k.log" 2>&1 ||
+    { report "restart $k failed: $(tail -n 5 "$OUT/restart-$k.log")"; exit 1; }
+  restart_ms+=($(( ($(date +%s%N) - t0) / 1000000 )))
+  log "kill $k/$KILLS: deckhand pid $pid killed, running again after ${restart_ms[-1]} ms"
+done
+touch "$STOP"
+wait "$churn_pid" || true
+t0=$(date +%s)
+kc wait node "$NODE_NAME" --for=condition=Ready --timeout=60s >/dev/null
+report "node Ready $(( $(date +%s) - t0 )) s after the last restart; restart-deckhand took $(printf '%s\n' "${restart_ms[@]}" | sort -n | awk '{a[NR]=$1} END {print "p50 " a[int((NR+1)/2)] " ms, max " a[NR] " ms"}')"
+report "pods created by the churn: $(cat "$OUT/created" 2>/dev/null || echo ?)"
+
+problems=0
+problem() { report "PROBLEM: $*"; problems=$((problems + 1)); }
+
+# every pod that is not being deleted runs (crash-looping ones: restarted at least once)
+deadline=$(( $(date +%s) + 90 ))
+while :; do
+  pending=$(kc -n "$NS" get pods -o json | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
+    | select((.status.containerStatuses // []) | map(select(.state.running != null or .restartCount > 0)) | length == 0)
+    | .metadata.name')
+  [ -z "$pending" ] && break
+  [ "$(date +%s)" -lt "$deadline" ] || { problem "pods not started 90 s after the last kill: $(echo $pending)"; break; }
+  sleep 2
+done
+
+# at most one ready sandbox and one running container per container name, per pod
+live_pods=$(kc -n "$NS" get pods -o jsonpath='{range .items[*]}{.metadata.uid} {.metadata.name}{"\n"}{end}')
+checked=0
+while read -r uid name; do
+  [ -n "$uid" ] || continue
+  checked=$((checked + 1))
+  n=$(cri pods --label "io.kubernetes.pod.uid=$uid" --state ready -q | wc -l)
+  [ "$n" -le 1 ] || problem "$name: $n ready sandboxes"
+  dup=$(cri ps --label "io.kubernetes.pod.uid=$uid" --state running -o json |
+    jq -r '.containers[].metadata.name' | sort | uniq -d)
+  [ -z "$dup" ] || problem "$name: more than one running container named $dup"
+done <<< "$live_pods"
+report "sandbox and container copies checked for $checked live pods"
+
+# restart counts never went back (per pod UID and container)
+kill "$watch_pid" 2>/dev/null || true
+back=$(awk '{for (i = 2; i <= NF; i++) {split($i, kv, "="); key = $1 " " kv[1];
+  if ((key in last) && kv[2] + 0 < last[key]) print key ": " last[key] " -> " kv[2]; last[key] = kv[2] + 0}}' \
+  "$OUT/restart-counts.txt")
+report "restart counts recorded: $(wc -l < "$OUT/restart-counts.txt") watch events"
+[ -z "$back" ] || problem "restart counts went back: $back"
+
+# delete everything, then look for what is left
+t0=$(date +%s)
+kc delete namespace "$NS" --timeout=240s >/dev/null || problem "namespace $NS not gone within 240 s"
+report "namespace deleted in $(( $(date +%s) - t0 )) s"
+sleep 5
+left_sb=$(cri pods --namespace "^$NS\$" -q | wc -l)
+left_ct=$(cri ps -a --label "io.kubernetes.pod.namespace=$NS" -q | wc -l)
+[ "$left_sb" = 0 ] || problem "$left_sb sandboxes of $NS left in containerd"
+[ "$left_ct" = 0 ] || problem "$left_ct containers of $NS left in containerd"
+
+live_uids=$(kc get pods -A -o jsonpath='{range .items[*]}{.metadata.uid}{"\n"}{end}' | sort -u)
+# host-local: each reserved address must belong to a ready sandbox
+live_ips=$(for id in $(cri pods --state ready -q); do cri inspectp "$id" | jq -r '.status.network.ip // empty'; done | sort -u)
+cni_name=$(jq -r .name "$CNI_CONF")
+reserved=$(ls /var/lib/cni/networks/"$cni_name" 2>/dev/null | grep -E '^[0-9]+\.' | sort -u || true)
+leaked_ips=$(comm -23 <(echo "$reserved") <(echo "$live_ips") | grep . || true)
+report "CNI addresses reserved: $(echo "$reserved" | grep -c . || true), live sandbox addresses: $(echo "$live_ips" | grep -c . || true)"
+[ -z "$leaked_ips" ] || problem "host-local addresses with no sandbox: $(echo $leaked_ips)"
+
+# pod directories, mounts and cgroups of pods that no longer exist
+stale() { comm -23 <(sort -u) <(echo "$live_uids"); }
+dirs=$(ls "$DECKHAND_ROOT_DIR/pods" 2>/dev/null | stale | grep . || true)
+mounts=$(awk '{print $5}' /proc/self/mountinfo | sed -n "s#^$DECKHAND_ROOT_DIR/pods/\([^/]*\)/.*#\1#p" | stale | grep . || true)
+cgroups=$(find /sys/fs/cgroup/memory/kubepods* /sys/fs/cgroup/kubepods* -maxdepth 3 -type d -name 'pod*' 2>/dev/null |
+  sed 's#.*/pod##; s#\.slice$##; s#_#-#g' | stale | grep . || true)
+report "left for pods that no longer exist: $(echo "$dirs" | grep -c . || true) pod directories, $(echo "$mounts" | grep -c . || true) mounts, $(echo "$cgroups" | grep -c . || true) kubepods cgroups"
+[ -z "$dirs" ] || problem "pod directories left: $(echo $dirs)"
+[ -z "$mounts" ] || problem "mounts left for pods: $(echo $mounts)"
+[ -z "$cgroups" ] || problem "kubepods cgroups left: $(echo $cgroups)"
+
+tail -c "+$((LOG_FROM + 1))" "$DECKHAND_LOG" >> "$OUT/deckhand.log"
+panics=$(grep -c 'panicked' "$OUT/deckhand.log" || true)
+report "deckhand log of the run ($OUT/deckhand.log): $(wc -l < "$OUT/deckhand.log") lines, $panics panics"
+[ "$panics" = 0 ] || problem "deckhand panicked: $(grep -m3 panicked "$OUT/deckhand.log")"
+
+if [ "$problems" = 0 ]; then
+  report "chaos: nothing lost, duplicated or leaked after $KILLS SIGKILLs"
+else
+  report "chaos: $problems problems"
+  exit 1
+fi

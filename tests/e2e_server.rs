@@ -965,3 +965,103 @@ async fn stats_and_metrics_through_the_api_server() {
     );
     ns.delete().await;
 }
+
+/// Secret values, ConfigMap values and literal env values never reach deckhand's log: a pod
+/// that takes each as env and as files (and one whose secret key is missing, which fails with
+/// CreateContainerConfigError and is logged) runs, and deckhand's log of that time holds none of
+/// the values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_and_env_values_never_reach_deckhands_log() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "nolog").await;
+    let from = std::fs::metadata(env().get("DECKHAND_LOG")).map_or(0, |m| m.len());
+    let tag = format!("{:08x}", rand::random::<u32>());
+    let secret_value = format!("s3cret-{tag}");
+    let config_value = format!("cfg-{tag}");
+    let literal_value = format!("literal-{tag}");
+    k_ok(
+        &ns.name,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "creds",
+            &format!("--from-literal=password={secret_value}"),
+        ],
+    );
+    k_ok(
+        &ns.name,
+        &[
+            "create",
+            "configmap",
+            "conf",
+            &format!("--from-literal=setting={config_value}"),
+        ],
+    );
+    let pod = |name: &str, secret_key: &str| -> k8s_openapi::api::core::v1::Pod {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{
+                    "name": "main", "image": "busybox",
+                    "command": ["sh", "-c", "cat /etc/creds/password /etc/conf/setting; exec sleep 3600"],
+                    "env": [
+                        {"name": "LITERAL", "value": literal_value},
+                        {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "creds", "key": secret_key}}},
+                        {"name": "SETTING", "valueFrom": {"configMapKeyRef": {"name": "conf", "key": "setting"}}},
+                    ],
+                    "volumeMounts": [
+                        {"name": "creds", "mountPath": "/etc/creds"},
+                        {"name": "conf", "mountPath": "/etc/conf"},
+                    ],
+                }],
+                "volumes": [
+                    {"name": "creds", "secret": {"secretName": "creds"}},
+                    {"name": "conf", "configMap": {"name": "conf"}},
+                ],
+            },
+        }))
+        .unwrap()
+    };
+    ns.create_pod(&pod("uses", "password")).await;
+    ns.create_pod(&pod("missing-key", "nope")).await;
+    let pods = ns.pods();
+    wait_running(&pods, "uses").await;
+    wait_pod(&pods, "missing-key", "CreateContainerConfigError", |p| {
+        waiting_reason(p, "main") == Some("CreateContainerConfigError")
+    })
+    .await;
+    let out = k_ok(
+        &ns.name,
+        &[
+            "exec",
+            "uses",
+            "--",
+            "sh",
+            "-c",
+            "echo $PASSWORD $SETTING $LITERAL",
+        ],
+    );
+    assert_eq!(
+        out.trim(),
+        format!("{secret_value} {config_value} {literal_value}")
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let log = std::fs::read(env().get("DECKHAND_LOG")).unwrap_or_default();
+    let log = String::from_utf8_lossy(&log[(from as usize).min(log.len())..]).into_owned();
+    assert!(
+        log.contains(&ns.name),
+        "deckhand's log does not cover the test's pods"
+    );
+    for value in [&secret_value, &config_value, &literal_value] {
+        let hits: Vec<&str> = log.lines().filter(|l| l.contains(value.as_str())).collect();
+        assert!(
+            hits.is_empty(),
+            "{value} in deckhand's log:\n{}",
+            hits.join("\n")
+        );
+    }
+    ns.delete().await;
+}

@@ -9,24 +9,9 @@ use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const OUTAGE: Duration = Duration::from_secs(60);
-
-fn harness(cmd: &str) {
-    let script = std::path::Path::new(env().get("ROOT")).join("hack/local-up.sh");
-    let out = Command::new(&script)
-        .arg(cmd)
-        .output()
-        .unwrap_or_else(|e| panic!("running {} {cmd}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "hack/local-up.sh {cmd} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Starts the API server again however the test ends, so later tests find the cluster up.
 struct RestartOnDrop(bool);
@@ -34,7 +19,7 @@ struct RestartOnDrop(bool);
 impl Drop for RestartOnDrop {
     fn drop(&mut self) {
         if self.0 {
-            harness("start-apiserver");
+            local_up(&["start-apiserver"]);
         }
     }
 }
@@ -59,12 +44,12 @@ async fn deckhand_recovers_from_a_one_minute_api_server_outage() {
     wait_running(&api, "exiter").await;
     let pid = deckhand_pid();
 
-    harness("stop-apiserver");
+    local_up(&["stop-apiserver"]);
     let mut guard = RestartOnDrop(true);
     let stopped = Instant::now();
     println!("API server stopped; waiting {OUTAGE:?}");
     tokio::time::sleep(OUTAGE).await;
-    harness("start-apiserver");
+    local_up(&["start-apiserver"]);
     guard.0 = false;
     let back = Instant::now();
     println!("API server back after {:?}", stopped.elapsed());

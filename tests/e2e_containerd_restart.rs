@@ -18,7 +18,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,27 +29,13 @@ const STEADY: &[&str] = &["steady-0", "steady-1", "steady-2", "steady-3"];
 /// Pods whose container exits after a second, restarted with back-off.
 const CRASHING: &[&str] = &["crash-0", "crash-1"];
 
-fn harness(args: &[&str]) {
-    let script = std::path::Path::new(env().get("ROOT")).join("hack/local-up.sh");
-    let out = Command::new(&script)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {} {args:?}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "hack/local-up.sh {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Starts containerd again however the test ends, so later tests find the cluster up.
 struct StartOnDrop(bool);
 
 impl Drop for StartOnDrop {
     fn drop(&mut self) {
         if self.0 {
-            harness(&["start-containerd"]);
+            local_up(&["start-containerd"]);
         }
     }
 }
@@ -159,13 +144,13 @@ async fn pods_survive_containerd_restarts() {
         let restarts_before: BTreeMap<String, i32> = seen.lock().unwrap().max_restarts.clone();
         let mut stop = vec!["stop-containerd"];
         stop.extend(how);
-        harness(&stop);
+        local_up(&stop);
         let mut guard = StartOnDrop(true);
         let during = format!("during-{round}");
         ns.create_pod(&busybox_pod(&during, "exec sleep 3600", "Always", Some(1)))
             .await;
         tokio::time::sleep(OUTAGE).await;
-        harness(&["start-containerd"]);
+        local_up(&["start-containerd"]);
         guard.0 = false;
         let back = Instant::now();
         wait_running(&api, &during).await;

@@ -767,6 +767,22 @@ pub async fn wait_log_message(path: &Path, message: &str, timeout: Duration) -> 
 // ---------------------------------------------------------------------------------------------
 
 /// Is the process alive (not gone, not a zombie)?
+/// Runs `hack/local-up.sh <args>` (e.g. `stop-apiserver`, `start-containerd`) and panics with
+/// its output when it fails.
+pub fn local_up(args: &[&str]) {
+    let script = Path::new(env().get("ROOT")).join("hack/local-up.sh");
+    let out = Command::new(&script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {} {args:?}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "hack/local-up.sh {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn process_alive(pid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     match stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next()) {

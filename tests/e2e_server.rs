@@ -1065,3 +1065,76 @@ async fn secret_and_env_values_never_reach_deckhands_log() {
     }
     ns.delete().await;
 }
+
+/// The node's own credentials (the kubeconfig deckhand joined with) read only what the Node
+/// authorizer lets a kubelet read: the Secret of a pod bound to this node, not a Secret no pod of
+/// the node uses, nor the Secrets of a namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_credentials_read_only_the_secrets_of_its_pods() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "nodeauthz").await;
+    k_ok(
+        &ns.name,
+        &["create", "secret", "generic", "used", "--from-literal=k=v"],
+    );
+    k_ok(
+        &ns.name,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "unused",
+            "--from-literal=k=v",
+        ],
+    );
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "user"},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "busybox",
+                            "command": ["sh", "-c", "exec sleep 3600"],
+                            "volumeMounts": [{"name": "s", "mountPath": "/s"}]}],
+            "volumes": [{"name": "s", "secret": {"secretName": "used"}}],
+        },
+    }))
+    .unwrap();
+    ns.create_pod(&pod).await;
+    wait_running(&ns.pods(), "user").await;
+    let node_kubeconfig = env().get("DECKHAND_KUBECONFIG").to_string();
+    let as_node = |args: &[&str]| {
+        Command::new(env().kubectl_bin())
+            .args(["--kubeconfig", &node_kubeconfig, "-n", &ns.name])
+            .args(args)
+            .output()
+            .expect("running kubectl")
+    };
+    let who = as_node(&[
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&who.stdout),
+        format!("system:node:{}", env().node_name()),
+        "{}",
+        String::from_utf8_lossy(&who.stderr)
+    );
+    let used = as_node(&["get", "secret", "used", "-o", "name"]);
+    assert!(
+        used.status.success(),
+        "the node cannot read its pod's secret: {}",
+        String::from_utf8_lossy(&used.stderr)
+    );
+    for args in [&["get", "secret", "unused"][..], &["get", "secrets"][..]] {
+        let out = as_node(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("Forbidden"),
+            "kubectl {args:?} as the node: {}{err}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    ns.delete().await;
+}

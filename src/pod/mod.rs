@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod active_deadline;
 pub mod admission;
+pub mod cleanup;
 pub mod context;
 pub mod dns;
 pub mod envvars;

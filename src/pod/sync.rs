@@ -28,13 +28,8 @@ impl PodWorker {
         let ctx = self.ctx.clone();
         let rt = match PodRuntimeStatus::observe(&ctx.cri, &ctx.exits, super::uid(pod)).await {
             Ok(rt) => rt,
-            Err(e) if e.is_unreachable() => {
-                // said once for every pod by the CRI client's reachability tracker
-                tracing::debug!(error = %e, "reading pod state from the runtime failed");
-                return Err(SyncFailed);
-            }
             Err(e) => {
-                tracing::warn!(error = %e, "reading pod state from the runtime failed");
+                log_runtime_read_failure(&e, "reading pod state from the runtime failed");
                 return Err(SyncFailed);
             }
         };
@@ -663,12 +658,10 @@ impl PodWorker {
             let rt = match PodRuntimeStatus::observe(&ctx.cri, &ctx.exits, &uid).await {
                 Ok(rt) => rt,
                 Err(e) => {
-                    if e.is_unreachable() {
-                        // said once for every pod by the CRI client's reachability tracker
-                        tracing::debug!(error = %e, "reading runtime state for termination failed; retrying");
-                    } else {
-                        tracing::warn!(error = %e, "reading runtime state for termination failed; retrying");
-                    }
+                    log_runtime_read_failure(
+                        &e,
+                        "reading runtime state for termination failed; retrying",
+                    );
                     tokio::select! { _ = cancel.cancelled() => return, _ = tokio::time::sleep(delay) => {} }
                     delay = (delay * 2).min(Duration::from_secs(30));
                     continue;
@@ -753,5 +746,16 @@ impl PodWorker {
         self.crash_backoff.forget_prefix("");
         self.image_backoff.forget_prefix("");
         tracing::info!("pod cleaned up");
+    }
+}
+
+/// Logs a failed read of a pod's runtime state: a warning, or at debug level when the runtime
+/// could not be reached at all (the CRI client's reachability tracker says that once for every
+/// pod).
+fn log_runtime_read_failure(e: &crate::cri::CriError, what: &str) {
+    if e.is_unreachable() {
+        tracing::debug!(error = %e, "{what}");
+    } else {
+        tracing::warn!(error = %e, "{what}");
     }
 }

@@ -491,8 +491,10 @@ impl PodWorkers {
         // and have no sandbox left (deckhand stopped between removing a pod's sandbox and its
         // directory): k/k HandlePodCleanups' cleanupOrphanedPodDirs and
         // cleanupOrphanedPodCgroups.
-        let dirs = list_pod_dirs(&self.ctx.root_dir);
-        for uid in orphaned_pod_dirs(&dirs, &present, |u| self.workers.contains_key(u)) {
+        let dirs = super::cleanup::list_pod_dirs(&self.ctx.root_dir);
+        for uid in
+            super::cleanup::orphaned_pod_dirs(&dirs, &present, |u| self.workers.contains_key(u))
+        {
             let mut pod = Pod::default();
             pod.metadata.uid = Some(uid.clone());
             tracing::info!(pod.uid = %uid, "cleaning up orphaned pod directory");
@@ -500,34 +502,6 @@ impl PodWorkers {
         }
         self.states.mark_synced();
     }
-}
-
-/// The pod UIDs that have a directory under `<root-dir>/pods/`.
-fn list_pod_dirs(root_dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(root_dir.join("pods"))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Of the pod directories `dirs` (pod UIDs), those of pods that are neither in the API's list
-/// (`present`, which includes static pods) nor handled by a worker: their pods are gone.
-pub fn orphaned_pod_dirs(
-    dirs: &[String],
-    present: &HashSet<String>,
-    has_worker: impl Fn(&str) -> bool,
-) -> Vec<String> {
-    let mut out: Vec<String> = dirs
-        .iter()
-        .filter(|u| !present.contains(*u) && !has_worker(u))
-        .cloned()
-        .collect();
-    out.sort();
-    out
 }
 
 /// A pod's stage for [`super::states::PodStates`]: deleted or removed pods are terminating,
@@ -823,27 +797,6 @@ impl PodWorker {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn orphaned_pod_directories_are_those_of_pods_gone_and_without_a_worker() {
-        let dirs: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
-        let cases: [(&str, &[&str], &[&str], &[&str]); 4] = [
-            ("all listed", &["a", "b", "c", "d"], &[], &[]),
-            ("none listed, none handled", &[], &[], &["a", "b", "c", "d"]),
-            ("listed or handled", &["a"], &["b"], &["c", "d"]),
-            (
-                "a worker still terminating it",
-                &["a", "b", "c"],
-                &["d"],
-                &[],
-            ),
-        ];
-        for (case, present, workers, want) in cases {
-            let present: HashSet<String> = present.iter().map(|s| s.to_string()).collect();
-            let got = orphaned_pod_dirs(&dirs, &present, |u| workers.contains(&u));
-            assert_eq!(got, want.to_vec(), "{case}");
-        }
-    }
 
     fn update(pod: serde_json::Value) -> PodUpdate {
         PodUpdate {

@@ -726,7 +726,7 @@ fn qos_cgroups(
     let reserved = kubelet.reserved_milli().map_err(StartError::msg)?;
     let cpu = (host.num_cores as i128 * 1000 - reserved.get("cpu").copied().unwrap_or(0)).max(0);
     let mem = host.memory_bytes as i128 - reserved.get("memory").copied().unwrap_or(0) / 1000;
-    let cm = crate::cm::CgroupManager::new(driver);
+    let cm = crate::cm::CgroupManager::new(driver).with_pod_pids_limit(kubelet.pod_pids_limit);
     cm.ensure_qos_cgroups(cpu as i64, Some(mem.max(0) as i64))
         .with_step(|| format!("creating the kubepods cgroups ({driver} driver)"))?;
     Ok(Some(cm))

@@ -28,12 +28,15 @@ EVICTION_TRANSITION=20s
 # 100 turns the periodic image GC off here (tests/e2e_gc.rs restarts deckhand with its own
 # thresholds; the eviction manager's reclaim still deletes unused images under pressure)
 IMAGE_GC_YAML='imageGCHighThresholdPercent: 100'
+# at most 1024 tasks per pod (podPidsLimit; kubeadm leaves it unlimited): a fork bomb stays in
+# its pod (tests/e2e_hostile.rs). Conformance needs far fewer.
+POD_PIDS_YAML='podPidsLimit: 1024'
 
 kubelet_config_yaml() {
   "$ROOT/vagrant/provision.sh" default-kubelet-config |
     sed -e 's/^cgroupDriver: systemd$/cgroupDriver: cgroupfs/' \
         -e "s/^evictionPressureTransitionPeriod: .*/evictionPressureTransitionPeriod: $EVICTION_TRANSITION/"
-  printf '%s\n' "$EVICTION_HARD_YAML" "$IMAGE_GC_YAML"
+  printf '%s\n' "$EVICTION_HARD_YAML" "$IMAGE_GC_YAML" "$POD_PIDS_YAML"
 }
 
 # deckhand's root directory (pod volumes, the nodefs of eviction) is a tmpfs of
@@ -289,6 +292,7 @@ clusterDomain: $CLUSTER_DOMAIN
 evictionPressureTransitionPeriod: $EVICTION_TRANSITION
 $EVICTION_HARD_YAML
 $IMAGE_GC_YAML
+$POD_PIDS_YAML
 EOF
   if running_as deckhand "${argv[@]}"; then
     # a rebuilt binary replaces the file; the running process then shows "(deleted)"

@@ -318,6 +318,8 @@ pub struct ResourceConfig {
     pub cpu_period: Option<u64>,
     /// Memory limit in bytes.
     pub memory_limit: Option<i64>,
+    /// Maximum number of tasks (`pids.max`); `None` leaves the current value.
+    pub pids_limit: Option<i64>,
 }
 
 impl ResourceConfig {
@@ -348,6 +350,7 @@ impl ResourceConfig {
             cpu_quota,
             cpu_period,
             memory_limit: unlimited_max(self.memory_limit, other.memory_limit),
+            pids_limit: unlimited_max(self.pids_limit, other.pids_limit),
         }
     }
 }
@@ -395,7 +398,15 @@ pub fn pod_resource_config(pod: &Pod) -> ResourceConfig {
         cpu_quota: cpu_lim.and_then(|l| milli_cpu_to_quota(l, QUOTA_PERIOD_US)),
         cpu_period: cpu_lim.filter(|l| *l > 0).map(|_| QUOTA_PERIOD_US),
         memory_limit: mem_lim.filter(|m| *m > 0),
+        pids_limit: None,
     }
+}
+
+/// The pod cgroup's `pids.max` for the configured `podPidsLimit`: a positive value is the
+/// limit, anything else (the default -1, or 0) leaves pods unlimited (k/k
+/// `podContainerManagerImpl.EnsureExists`, which sets `PidsLimit` only when `podPidsLimit > 0`).
+pub fn pod_pids_limit(configured: i64) -> Option<i64> {
+    (configured > 0).then_some(configured)
 }
 
 /// Creates, updates and removes the kubepods hierarchy and pod cgroups through cgroups-rs
@@ -415,6 +426,8 @@ pub fn pod_resource_config(pod: &Pod) -> ResourceConfig {
 pub struct CgroupManager {
     hierarchy: fn() -> Box<dyn cgroups_rs::Hierarchy>,
     driver: CgroupDriver,
+    /// `pids.max` of every pod cgroup ([`pod_pids_limit`]).
+    pod_pids_limit: Option<i64>,
 }
 
 impl Default for CgroupManager {
@@ -429,6 +442,16 @@ impl CgroupManager {
         CgroupManager {
             hierarchy: cgroups_rs::hierarchies::auto,
             driver,
+            pod_pids_limit: None,
+        }
+    }
+
+    /// The same manager, limiting every pod cgroup to `podPidsLimit` tasks
+    /// ([`pod_pids_limit`] says which values limit).
+    pub fn with_pod_pids_limit(self, configured: i64) -> Self {
+        CgroupManager {
+            pod_pids_limit: pod_pids_limit(configured),
+            ..self
         }
     }
 
@@ -461,6 +484,14 @@ impl CgroupManager {
         b = cpu.done();
         if let Some(m) = rc.memory_limit {
             b = b.memory().memory_hard_limit(m).done();
+        }
+        if let Some(n) = rc.pids_limit {
+            let max = if n > 0 {
+                cgroups_rs::MaxValue::Value(n)
+            } else {
+                cgroups_rs::MaxValue::Max
+            };
+            b = b.pid().maximum_number_of_processes(max).done();
         }
         b.build((self.hierarchy)())
             .map(|_| ())
@@ -500,9 +531,14 @@ impl CgroupManager {
         )
     }
 
-    /// Creates (or updates) the pod's cgroup with [`pod_resource_config`].
+    /// Creates (or updates) the pod's cgroup with [`pod_resource_config`] and the node's
+    /// `podPidsLimit` ([`Self::with_pod_pids_limit`]).
     pub fn ensure_pod_cgroup(&self, pod: &Pod) -> Result<(), CgroupError> {
-        self.build(&pod_cgroup_name(pod)?, &pod_resource_config(pod))
+        let rc = ResourceConfig {
+            pids_limit: self.pod_pids_limit,
+            ..pod_resource_config(pod)
+        };
+        self.build(&pod_cgroup_name(pod)?, &rc)
     }
 
     /// Sets the pod's cgroup to `rc` during an in-place resize (k/k podContainerManager
@@ -562,6 +598,7 @@ mod tests {
             cpu_quota: quota,
             cpu_period: quota.map(|_| QUOTA_PERIOD_US),
             memory_limit: mem,
+            pids_limit: None,
         };
         let cases = [
             (
@@ -596,6 +633,27 @@ mod tests {
     }
 
     #[test]
+    fn pod_pids_limit_applies_only_a_positive_setting() {
+        for (configured, want) in [
+            (-1, None),
+            (0, None),
+            (-5, None),
+            (1, Some(1)),
+            (100, Some(100)),
+        ] {
+            assert_eq!(
+                pod_pids_limit(configured),
+                want,
+                "podPidsLimit {configured}"
+            );
+        }
+        let cm = CgroupManager::new(CgroupDriver::Cgroupfs);
+        assert_eq!(cm.pod_pids_limit, None);
+        assert_eq!(cm.with_pod_pids_limit(64).pod_pids_limit, Some(64));
+        assert_eq!(cm.with_pod_pids_limit(-1).pod_pids_limit, None);
+    }
+
+    #[test]
     fn shares_and_quota_convert_like_the_go_kubelet() {
         assert_eq!(milli_cpu_to_shares(0), 2);
         assert_eq!(milli_cpu_to_shares(1), 2);
@@ -627,6 +685,7 @@ mod tests {
                 cpu_quota: Some(75_000),
                 cpu_period: Some(100_000),
                 memory_limit: Some(96 * 1024 * 1024),
+                pids_limit: None,
             }
         );
         assert_eq!(
@@ -700,6 +759,7 @@ mod tests {
                 cpu_quota: Some(200_000),
                 cpu_period: Some(100_000),
                 memory_limit: Some(512 << 20),
+                pids_limit: None,
             }
         );
         // a pod-level memory limit alone: the cpu quota stays off (no container limits cpu)
@@ -737,6 +797,7 @@ mod tests {
                 cpu_quota: None,
                 cpu_period: None,
                 memory_limit: Some(184 << 20),
+                pids_limit: None,
             }
         );
     }

@@ -68,6 +68,10 @@ pub struct Flags {
     #[arg(long = "max-pods")]
     pub max_pods: Option<u32>,
 
+    /// Maximum number of processes in each pod (`podPidsLimit`); -1 is unlimited.
+    #[arg(long = "pod-max-pids", allow_negative_numbers = true)]
+    pub pod_max_pids: Option<i64>,
+
     /// Port the kubelet server listens on, reported in `status.daemonEndpoints`.
     #[arg(long = "port")]
     pub port: Option<i32>,
@@ -345,6 +349,7 @@ overlay! {
     node_status_report_frequency => node_status_report_frequency,
     node_lease_duration_seconds => node_lease_duration_seconds,
     max_pods => max_pods,
+    pod_max_pids => pod_pids_limit,
     port => port,
     address => address,
     tls_cert_file => tls_cert_file,
@@ -384,7 +389,7 @@ macro_rules! flag_text_display {
         fn flag_text(&self) -> Option<String> { Some(self.to_string()) }
     } )* };
 }
-flag_text_display!(i32, u32, u8, usize, bool, IpAddr);
+flag_text_display!(i32, i64, u32, u8, usize, bool, IpAddr);
 impl FlagText for String {
     fn flag_text(&self) -> Option<String> {
         Some(self.clone()).filter(|s| !s.is_empty())

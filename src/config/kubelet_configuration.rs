@@ -140,7 +140,10 @@ kubelet_section! {
         /// Maximum number of pods (`--max-pods`), reported as the `pods` capacity. Default 110.
         max_pods "maxPods": honoured(u32 = 110, Plain),
         pod_cidr "podCIDR": accepted(none, "pod addresses come from the CNI configuration; the runtime's pod CIDR is not updated"),
-        pod_pids_limit "podPidsLimit": refused(|v| v.as_i64() == Some(-1), "a per-pod PID limit is not enforced"),
+        /// Maximum number of processes (tasks) in each pod's cgroup, written to its `pids.max`
+        /// (`--pod-max-pids`); -1 or 0 leaves pods unlimited, as the Go kubelet's pod container
+        /// manager does. Needs `cgroupsPerQOS`. Default -1.
+        pod_pids_limit "podPidsLimit": honoured(i64 = -1, Plain),
         /// The node's resolv.conf (`--resolv-conf`), used for dnsPolicy Default and appended to
         /// ClusterFirst search paths; empty disables it (a Go pointer: an explicit "" is kept).
         /// Default `/etc/resolv.conf`.

@@ -80,10 +80,17 @@ async fn shutdown_signal() {
     }
 }
 
+/// How long an idle thread of tokio's blocking pool waits for work before it exits (tokio's
+/// default is 10 s). The pool wakes its idle threads in turn, so with the default a burst of
+/// blocking work (100 `kubectl logs -f` at once) left ~30 threads that never exited: each got a
+/// file read of the periodic loops (about 3 a second on an idle node) before its 10 s were up.
+/// With 1 s the pool shrinks back to a few threads within seconds of a burst.
+const BLOCKING_THREAD_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The async runtime: `DECKHAND_RUNTIME_THREADS` worker threads (`0` or `1`: everything on the
 /// main thread, tokio's current-thread runtime), by default as many as there are CPUs; blocking
-/// file and mount work goes to tokio's blocking pool either way. Like GOMAXPROCS for the Go
-/// kubelet, a knob for small nodes.
+/// file and mount work goes to tokio's blocking pool either way
+/// ([`BLOCKING_THREAD_KEEP_ALIVE`]). Like GOMAXPROCS for the Go kubelet, a knob for small nodes.
 fn main() -> Result<()> {
     deckhand::abort_on_panic();
     let threads: Option<usize> = std::env::var("DECKHAND_RUNTIME_THREADS")
@@ -91,13 +98,16 @@ fn main() -> Result<()> {
         .and_then(|v| v.parse().ok());
     let rt = match threads {
         Some(0 | 1) => tokio::runtime::Builder::new_current_thread()
+            .thread_keep_alive(BLOCKING_THREAD_KEEP_ALIVE)
             .enable_all()
             .build(),
         Some(n) => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(n)
+            .thread_keep_alive(BLOCKING_THREAD_KEEP_ALIVE)
             .enable_all()
             .build(),
         None => tokio::runtime::Builder::new_multi_thread()
+            .thread_keep_alive(BLOCKING_THREAD_KEEP_ALIVE)
             .enable_all()
             .build(),
     }

@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# deckhand killed with SIGKILL at random moments during pod churn (issue 14), against the local
-# cluster (hack/local-up.sh must be up). It prints figures and what it found; it exits 1 when
-# something was lost, duplicated or leaked.
+# Faults and load too long for the tests (issue 14), against the local cluster (hack/local-up.sh
+# must be up). Each mode prints what it did and its figures, and exits 1 when something was
+# lost, duplicated or leaked.
 #
-#   hack/chaos.sh [--kills N] [--pods N]
+#   hack/chaos.sh [kill] [--kills N] [--pods N]
+#   hack/chaos.sh node-full
 #
-# While a churn loop creates a pod a second in a namespace of its own (plain ones, ones with an
-# init container, crash-looping ones and ones that ignore SIGTERM with a 15 s grace period) and
-# deletes the oldest once N (default 30) exist, deckhand is killed with SIGKILL N times (default
-# 20) at random moments 1 to 6 s apart, each time started again at once with
+# kill (the default): while a churn loop creates a pod a second in a namespace of its own (plain
+# ones, ones with an init container, crash-looping ones and ones that ignore SIGTERM with a 15 s
+# grace period) and deletes the oldest once N (default 30) exist, deckhand is killed with SIGKILL
+# N times (default 20) at random moments 1 to 6 s apart, each time started again at once with
 # `hack/local-up.sh restart-deckhand` (the same binary, without waiting for the Node). A kubectl
 # watch records every restart count. Then:
 #   during:  every pod has at most one ready sandbox and at most one running container per
 #            container name; restart counts never went back; every pod not being deleted runs
 #            (or crash-loops) within 90 s
-#   after:   the namespace is deleted; nothing of it is left in containerd; every address
-#            host-local reserved belongs to a live sandbox; no mount, pod directory or kubepods
-#            cgroup is left for a pod that no longer exists; deckhand never panicked
+#   after:   the leftover checks below
+#
+# node-full: the node filled to its pod capacity (maxPods, 110 by default, less the pods already
+# on it) with busybox pods created at once; prints create→Running p50/p99/max, deckhand's RSS and
+# CPU before, while they run and after; checks that one more pod is refused by the scheduler
+# (Too many pods); then deletes them all and runs the leftover checks.
+#
+# Leftover checks (both modes): the namespace is deleted; nothing of it is left in containerd;
+# every address host-local reserved belongs to a live sandbox; no mount, pod directory or kubepods
+# cgroup is left for a pod that no longer exists; deckhand never panicked.
 # Results: _output/chaos/<time>/ (report.txt, the watch record, deckhand's log of the run).
 set -euo pipefail
 
@@ -24,12 +32,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ENV_FILE="$ROOT/_output/local-up/env"
 KILLS=20
 PODS=30
+MODE=kill
+case "${1:-}" in kill|node-full) MODE=$1; shift ;; esac
 while [ $# -gt 0 ]; do
   case "$1" in
     --kills) KILLS=$2; shift 2 ;;
     --pods) PODS=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "chaos: unknown argument '$1' (--kills N --pods N)" >&2; exit 2 ;;
+    *) echo "chaos: unknown argument '$1' ([kill] --kills N --pods N | node-full)" >&2; exit 2 ;;
   esac
 done
 [ -f "$ENV_FILE" ] || { echo "the local cluster is not up: run hack/local-up.sh first" >&2; exit 1; }
@@ -93,124 +103,226 @@ churn() {
   echo "$i" > "$OUT/created"
 }
 
-kc create namespace "$NS" >/dev/null
-for _ in $(seq 1 30); do kc -n "$NS" get serviceaccount default >/dev/null 2>&1 && break; sleep 1; done
-report "chaos: namespace $NS, $KILLS SIGKILLs of deckhand ($BIN), churn keeps $PODS pods; results in $OUT"
-
-# every restart count the API server reports, one line per watch event: uid name=count...
-kc -n "$NS" get pods -w -o json 2>/dev/null |
-  jq -r --unbuffered '.metadata.uid + ([.status.containerStatuses[]? | " \(.name)=\(.restartCount)"] | join(""))' \
-  > "$OUT/restart-counts.txt" &
-watch_pid=$!
-churn &
-churn_pid=$!
-cleanup() {
-  touch "$STOP"
-  kill "$watch_pid" 2>/dev/null || true
-  wait "$churn_pid" 2>/dev/null || true
-  # deckhand must run whatever happened here
-  if ! [ "$(cat "/proc/$(cat "$DECKHAND_PIDFILE" 2>/dev/null)/comm" 2>/dev/null)" = deckhand ]; then
-    restart_deckhand >/dev/null 2>&1 || true
-  fi
-}
-trap cleanup EXIT
-
-sleep 10
-restart_ms=()
-for k in $(seq 1 "$KILLS"); do
-  sleep "$((1 + RANDOM % 6)).$((RANDOM % 10))"
-  pid=$(cat "$DECKHAND_PIDFILE")
-  kill -KILL "$pid"
-  while [ -e "/proc/$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = deckhand ]; do sleep 0.05; done
-  # the restart moves the log to deckhand.log.1: keep this life's part
-  tail -c "+$((LOG_FROM + 1))" "$DECKHAND_LOG" >> "$OUT/deckhand.log"; LOG_FROM=0
-  t0=$(date +%s%N)
-  restart_deckhand > "$OUT/restart-$k.log" 2>&1 ||
-    { report "restart $k failed: $(tail -n 5 "$OUT/restart-$k.log")"; exit 1; }
-  restart_ms+=($(( ($(date +%s%N) - t0) / 1000000 )))
-  log "kill $k/$KILLS: deckhand pid $pid killed, running again after ${restart_ms[-1]} ms"
-done
-touch "$STOP"
-wait "$churn_pid" || true
-t0=$(date +%s)
-kc wait node "$NODE_NAME" --for=condition=Ready --timeout=60s >/dev/null
-report "node Ready $(( $(date +%s) - t0 )) s after the last restart; restart-deckhand took $(printf '%s\n' "${restart_ms[@]}" | sort -n | awk '{a[NR]=$1} END {print "p50 " a[int((NR+1)/2)] " ms, max " a[NR] " ms"}')"
-report "pods created by the churn: $(cat "$OUT/created" 2>/dev/null || echo ?)"
-
 problems=0
 problem() { report "PROBLEM: $*"; problems=$((problems + 1)); }
+make_namespace() {
+  kc create namespace "$NS" >/dev/null
+  for _ in $(seq 1 30); do kc -n "$NS" get serviceaccount default >/dev/null 2>&1 && break; sleep 1; done
+}
 
-# every pod that is not being deleted runs (crash-looping ones: restarted at least once)
-deadline=$(( $(date +%s) + 90 ))
-while :; do
-  pending=$(kc -n "$NS" get pods -o json | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
-    | select((.status.containerStatuses // []) | map(select(.state.running != null or .restartCount > 0)) | length == 0)
-    | .metadata.name')
-  [ -z "$pending" ] && break
-  [ "$(date +%s)" -lt "$deadline" ] || { problem "pods not started 90 s after the last kill: $(echo $pending)"; break; }
-  sleep 2
-done
+# kill mode: SIGKILLs during churn, then the checks made while the pods exist
+mode_kill() {
+  make_namespace
+  report "chaos: namespace $NS, $KILLS SIGKILLs of deckhand ($BIN), churn keeps $PODS pods; results in $OUT"
 
-# at most one ready sandbox and one running container per container name, per pod
-live_pods=$(kc -n "$NS" get pods -o jsonpath='{range .items[*]}{.metadata.uid} {.metadata.name}{"\n"}{end}')
-checked=0
-while read -r uid name; do
-  [ -n "$uid" ] || continue
-  checked=$((checked + 1))
-  n=$(cri pods --label "io.kubernetes.pod.uid=$uid" --state ready -q | wc -l)
-  [ "$n" -le 1 ] || problem "$name: $n ready sandboxes"
-  dup=$(cri ps --label "io.kubernetes.pod.uid=$uid" --state running -o json |
-    jq -r '.containers[].metadata.name' | sort | uniq -d)
-  [ -z "$dup" ] || problem "$name: more than one running container named $dup"
-done <<< "$live_pods"
-report "sandbox and container copies checked for $checked live pods"
+  # every restart count the API server reports, one line per watch event: uid name=count...
+  kc -n "$NS" get pods -w -o json 2>/dev/null |
+    jq -r --unbuffered '.metadata.uid + ([.status.containerStatuses[]? | " \(.name)=\(.restartCount)"] | join(""))' \
+    > "$OUT/restart-counts.txt" &
+  watch_pid=$!
+  churn &
+  churn_pid=$!
+  cleanup() {
+    touch "$STOP"
+    kill "$watch_pid" 2>/dev/null || true
+    wait "$churn_pid" 2>/dev/null || true
+    # deckhand must run whatever happened here
+    if ! [ "$(cat "/proc/$(cat "$DECKHAND_PIDFILE" 2>/dev/null)/comm" 2>/dev/null)" = deckhand ]; then
+      restart_deckhand >/dev/null 2>&1 || true
+    fi
+  }
+  trap cleanup EXIT
 
-# restart counts never went back (per pod UID and container)
-kill "$watch_pid" 2>/dev/null || true
-back=$(awk '{for (i = 2; i <= NF; i++) {split($i, kv, "="); key = $1 " " kv[1];
-  if ((key in last) && kv[2] + 0 < last[key]) print key ": " last[key] " -> " kv[2]; last[key] = kv[2] + 0}}' \
-  "$OUT/restart-counts.txt")
-report "restart counts recorded: $(wc -l < "$OUT/restart-counts.txt") watch events"
-[ -z "$back" ] || problem "restart counts went back: $back"
+  sleep 10
+  restart_ms=()
+  for k in $(seq 1 "$KILLS"); do
+    sleep "$((1 + RANDOM % 6)).$((RANDOM % 10))"
+    pid=$(cat "$DECKHAND_PIDFILE")
+    kill -KILL "$pid"
+    while [ -e "/proc/$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = deckhand ]; do sleep 0.05; done
+    # the restart moves the log to deckhand.log.1: keep this life's part
+    tail -c "+$((LOG_FROM + 1))" "$DECKHAND_LOG" >> "$OUT/deckhand.log"; LOG_FROM=0
+    t0=$(date +%s%N)
+    restart_deckhand > "$OUT/restart-$k.log" 2>&1 ||
+      { report "restart $k failed: $(tail -n 5 "$OUT/restart-$k.log")"; exit 1; }
+    restart_ms+=($(( ($(date +%s%N) - t0) / 1000000 )))
+    log "kill $k/$KILLS: deckhand pid $pid killed, running again after ${restart_ms[-1]} ms"
+  done
+  touch "$STOP"
+  wait "$churn_pid" || true
+  t0=$(date +%s)
+  kc wait node "$NODE_NAME" --for=condition=Ready --timeout=60s >/dev/null
+  report "node Ready $(( $(date +%s) - t0 )) s after the last restart; restart-deckhand took $(printf '%s\n' "${restart_ms[@]}" | sort -n | awk '{a[NR]=$1} END {print "p50 " a[int((NR+1)/2)] " ms, max " a[NR] " ms"}')"
+  report "pods created by the churn: $(cat "$OUT/created" 2>/dev/null || echo ?)"
 
-# delete everything, then look for what is left
-t0=$(date +%s)
-kc delete namespace "$NS" --timeout=240s >/dev/null || problem "namespace $NS not gone within 240 s"
-report "namespace deleted in $(( $(date +%s) - t0 )) s"
-sleep 5
-left_sb=$(cri pods --namespace "^$NS\$" -q | wc -l)
-left_ct=$(cri ps -a --label "io.kubernetes.pod.namespace=$NS" -q | wc -l)
-[ "$left_sb" = 0 ] || problem "$left_sb sandboxes of $NS left in containerd"
-[ "$left_ct" = 0 ] || problem "$left_ct containers of $NS left in containerd"
 
-live_uids=$(kc get pods -A -o jsonpath='{range .items[*]}{.metadata.uid}{"\n"}{end}' | sort -u)
-# host-local: each reserved address must belong to a ready sandbox
-live_ips=$(for id in $(cri pods --state ready -q); do cri inspectp "$id" | jq -r '.status.network.ip // empty'; done | sort -u)
-cni_name=$(jq -r .name "$CNI_CONF")
-reserved=$(ls /var/lib/cni/networks/"$cni_name" 2>/dev/null | grep -E '^[0-9]+\.' | sort -u || true)
-leaked_ips=$(comm -23 <(echo "$reserved") <(echo "$live_ips") | grep . || true)
-report "CNI addresses reserved: $(echo "$reserved" | grep -c . || true), live sandbox addresses: $(echo "$live_ips" | grep -c . || true)"
-[ -z "$leaked_ips" ] || problem "host-local addresses with no sandbox: $(echo $leaked_ips)"
+  # every pod that is not being deleted runs (crash-looping ones: restarted at least once)
+  deadline=$(( $(date +%s) + 90 ))
+  while :; do
+    pending=$(kc -n "$NS" get pods -o json | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
+      | select((.status.containerStatuses // []) | map(select(.state.running != null or .restartCount > 0)) | length == 0)
+      | .metadata.name')
+    [ -z "$pending" ] && break
+    [ "$(date +%s)" -lt "$deadline" ] || { problem "pods not started 90 s after the last kill: $(echo $pending)"; break; }
+    sleep 2
+  done
 
-# pod directories, mounts and cgroups of pods that no longer exist
-stale() { comm -23 <(sort -u) <(echo "$live_uids"); }
-dirs=$(ls "$DECKHAND_ROOT_DIR/pods" 2>/dev/null | stale | grep . || true)
-mounts=$(awk '{print $5}' /proc/self/mountinfo | sed -n "s#^$DECKHAND_ROOT_DIR/pods/\([^/]*\)/.*#\1#p" | stale | grep . || true)
-cgroups=$(find /sys/fs/cgroup/memory/kubepods* /sys/fs/cgroup/kubepods* -maxdepth 3 -type d -name 'pod*' 2>/dev/null |
-  sed 's#.*/pod##; s#\.slice$##; s#_#-#g' | stale | grep . || true)
-report "left for pods that no longer exist: $(echo "$dirs" | grep -c . || true) pod directories, $(echo "$mounts" | grep -c . || true) mounts, $(echo "$cgroups" | grep -c . || true) kubepods cgroups"
-[ -z "$dirs" ] || problem "pod directories left: $(echo $dirs)"
-[ -z "$mounts" ] || problem "mounts left for pods: $(echo $mounts)"
-[ -z "$cgroups" ] || problem "kubepods cgroups left: $(echo $cgroups)"
+  # at most one ready sandbox and one running container per container name, per pod
+  live_pods=$(kc -n "$NS" get pods -o jsonpath='{range .items[*]}{.metadata.uid} {.metadata.name}{"\n"}{end}')
+  checked=0
+  while read -r uid name; do
+    [ -n "$uid" ] || continue
+    checked=$((checked + 1))
+    n=$(cri pods --label "io.kubernetes.pod.uid=$uid" --state ready -q | wc -l)
+    [ "$n" -le 1 ] || problem "$name: $n ready sandboxes"
+    dup=$(cri ps --label "io.kubernetes.pod.uid=$uid" --state running -o json |
+      jq -r '.containers[].metadata.name' | sort | uniq -d)
+    [ -z "$dup" ] || problem "$name: more than one running container named $dup"
+  done <<< "$live_pods"
+  report "sandbox and container copies checked for $checked live pods"
 
-tail -c "+$((LOG_FROM + 1))" "$DECKHAND_LOG" >> "$OUT/deckhand.log"
-panics=$(grep -c 'panicked' "$OUT/deckhand.log" || true)
-report "deckhand log of the run ($OUT/deckhand.log): $(wc -l < "$OUT/deckhand.log") lines, $panics panics"
-[ "$panics" = 0 ] || problem "deckhand panicked: $(grep -m3 panicked "$OUT/deckhand.log")"
+  # restart counts never went back (per pod UID and container)
+  kill "$watch_pid" 2>/dev/null || true
+  back=$(awk '{for (i = 2; i <= NF; i++) {split($i, kv, "="); key = $1 " " kv[1];
+    if ((key in last) && kv[2] + 0 < last[key]) print key ": " last[key] " -> " kv[2]; last[key] = kv[2] + 0}}' \
+    "$OUT/restart-counts.txt")
+  report "restart counts recorded: $(wc -l < "$OUT/restart-counts.txt") watch events"
+  [ -z "$back" ] || problem "restart counts went back: $back"
+
+}
+
+# the leftover checks, once the namespace is deleted
+leftover_checks() {
+  # delete everything, then look for what is left
+  t0=$(date +%s)
+  kc delete namespace "$NS" --timeout=240s >/dev/null || problem "namespace $NS not gone within 240 s"
+  report "namespace deleted in $(( $(date +%s) - t0 )) s"
+  sleep 5
+  left_sb=$(cri pods --namespace "^$NS\$" -q | wc -l)
+  left_ct=$(cri ps -a --label "io.kubernetes.pod.namespace=$NS" -q | wc -l)
+  [ "$left_sb" = 0 ] || problem "$left_sb sandboxes of $NS left in containerd"
+  [ "$left_ct" = 0 ] || problem "$left_ct containers of $NS left in containerd"
+
+  live_uids=$(kc get pods -A -o jsonpath='{range .items[*]}{.metadata.uid}{"\n"}{end}' | sort -u)
+  # host-local: each reserved address must belong to a ready sandbox
+  live_ips=$(for id in $(cri pods --state ready -q); do cri inspectp "$id" | jq -r '.status.network.ip // empty'; done | sort -u)
+  cni_name=$(jq -r .name "$CNI_CONF")
+  reserved=$(ls /var/lib/cni/networks/"$cni_name" 2>/dev/null | grep -E '^[0-9]+\.' | sort -u || true)
+  leaked_ips=$(comm -23 <(echo "$reserved") <(echo "$live_ips") | grep . || true)
+  report "CNI addresses reserved: $(echo "$reserved" | grep -c . || true), live sandbox addresses: $(echo "$live_ips" | grep -c . || true)"
+  [ -z "$leaked_ips" ] || problem "host-local addresses with no sandbox: $(echo $leaked_ips)"
+
+  # pod directories, mounts and cgroups of pods that no longer exist
+  stale() { comm -23 <(sort -u) <(echo "$live_uids"); }
+  dirs=$(ls "$DECKHAND_ROOT_DIR/pods" 2>/dev/null | stale | grep . || true)
+  mounts=$(awk '{print $5}' /proc/self/mountinfo | sed -n "s#^$DECKHAND_ROOT_DIR/pods/\([^/]*\)/.*#\1#p" | stale | grep . || true)
+  cgroups=$(find /sys/fs/cgroup/memory/kubepods* /sys/fs/cgroup/kubepods* -maxdepth 3 -type d -name 'pod*' 2>/dev/null |
+    sed 's#.*/pod##; s#\.slice$##; s#_#-#g' | stale | grep . || true)
+  report "left for pods that no longer exist: $(echo "$dirs" | grep -c . || true) pod directories, $(echo "$mounts" | grep -c . || true) mounts, $(echo "$cgroups" | grep -c . || true) kubepods cgroups"
+  [ -z "$dirs" ] || problem "pod directories left: $(echo $dirs)"
+  [ -z "$mounts" ] || problem "mounts left for pods: $(echo $mounts)"
+  [ -z "$cgroups" ] || problem "kubepods cgroups left: $(echo $cgroups)"
+
+  tail -c "+$((LOG_FROM + 1))" "$DECKHAND_LOG" >> "$OUT/deckhand.log"
+  panics=$(grep -c 'panicked' "$OUT/deckhand.log" || true)
+  report "deckhand log of the run ($OUT/deckhand.log): $(wc -l < "$OUT/deckhand.log") lines, $panics panics"
+  [ "$panics" = 0 ] || problem "deckhand panicked: $(grep -m3 panicked "$OUT/deckhand.log")"
+
+}
+
+# deckhand's RSS in MiB, and its CPU in millicores over the next $1 seconds
+rss_mib() { awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$(cat "$DECKHAND_PIDFILE")/status"; }
+cpu_millicores() {
+  local pid ticks0 ticks1 hz
+  pid=$(cat "$DECKHAND_PIDFILE"); hz=$(getconf CLK_TCK)
+  ticks0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  sleep "$1"
+  ticks1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  echo $(( (ticks1 - ticks0) * 1000 * 1000 / hz / ($1 * 1000) ))
+}
+# p50, p99 and max of the numbers on stdin, in ms
+percentiles() {
+  sort -n | awk '{a[NR] = $1} END {if (NR == 0) {print "none"; exit}
+    i50 = int(NR * 0.50 + 0.999); i99 = int(NR * 0.99 + 0.999);
+    printf "p50 %d ms, p99 %d ms, max %d ms (%d pods)", a[i50], a[i99], a[NR], NR}'
+}
+
+# node-full mode: maxPods pods at once, figures, one more refused, all deleted
+mode_node_full() {
+  make_namespace
+  local cap existing n t0 t_all deadline seen
+  cap=$(kc get node "$NODE_NAME" -o jsonpath='{.status.capacity.pods}')
+  existing=$(kc get pods -A --field-selector "spec.nodeName=$NODE_NAME" -o json |
+    jq '[.items[] | select(.status.phase != "Succeeded" and .status.phase != "Failed")] | length')
+  n=$((cap - existing))
+  report "node-full: node $NODE_NAME takes $cap pods (maxPods), $existing already on it: $n created at once in $NS; results in $OUT"
+  report "idle before: deckhand RSS $(rss_mib) MiB, CPU $(cpu_millicores 20) millicores over 20 s"
+  # the first time the watch shows each pod Running, with the time it was seen (jq's clock)
+  kc -n "$NS" get pods -w -o json 2>/dev/null |
+    jq -r --unbuffered 'select(.status.phase == "Running") | "\(.metadata.name) \(now)"' > "$OUT/running.txt" &
+  watch_pid=$!
+  trap 'kill "$watch_pid" 2>/dev/null || true' EXIT
+  sleep 1
+  {
+    echo '{"apiVersion":"v1","kind":"List","items":['
+    for i in $(seq 1 "$n"); do
+      [ "$i" = 1 ] || echo ','
+      cat <<POD
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"f$i","labels":{"chaos":"node-full"}},
+ "spec":{"terminationGracePeriodSeconds":5,"tolerations":[{"operator":"Exists"}],
+  "containers":[{"name":"main","image":"busybox","command":["sh","-c","trap 'exit 0' TERM; sleep 3600 & wait"]}]}}
+POD
+    done
+    echo ']}'
+  } > "$OUT/pods.json"
+  t0=$(date +%s.%N)
+  kc -n "$NS" create -f "$OUT/pods.json" >/dev/null
+  deadline=$(( $(date +%s) + 300 ))
+  while :; do
+    seen=$(awk '{print $1}' "$OUT/running.txt" | sort -u | wc -l)
+    [ "$seen" -ge "$n" ] && break
+    [ "$(date +%s)" -lt "$deadline" ] || { problem "only $seen of $n pods Running 300 s after they were created"; break; }
+    sleep 1
+  done
+  t_all=$(date +%s.%N)
+  report "create→Running (all created in one call at once, Running as first seen in a watch): $(
+    awk -v t0="$t0" '!($1 in first) {first[$1] = $2} END {for (p in first) printf "%d\n", (first[p] - t0) * 1000}' \
+      "$OUT/running.txt" | percentiles)"
+  report "all $n Running after $(awk -v a="$t0" -v b="$t_all" 'BEGIN {printf "%.1f", b - a}') s; pods on the node: $(
+    kc get pods -A --field-selector "spec.nodeName=$NODE_NAME,status.phase=Running" --no-headers | wc -l)"
+  report "with $n pods running: deckhand RSS $(rss_mib) MiB, CPU $(cpu_millicores 30) millicores over 30 s"
+  # one more does not fit
+  kc -n "$NS" run one-more --image=busybox --restart=Never -- sleep 3600 >/dev/null
+  local msg=""
+  for _ in $(seq 1 20); do
+    msg=$(kc -n "$NS" get pod one-more -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}')
+    [ -n "$msg" ] && break
+    sleep 1
+  done
+  report "pod $((n + 1)): $(kc -n "$NS" get pod one-more -o jsonpath='{.status.phase}'): $msg"
+  case $msg in *"Too many pods"*) ;; *) problem "the pod beyond maxPods was not refused with Too many pods" ;; esac
+  # a pod of the node-full set on this node: at most one ready sandbox and one running container
+  local dups=0 uid
+  for uid in $(kc -n "$NS" get pods -l chaos=node-full -o jsonpath='{.items[*].metadata.uid}'); do
+    [ "$(cri pods --label "io.kubernetes.pod.uid=$uid" --state ready -q | wc -l)" -le 1 ] || dups=$((dups + 1))
+    [ "$(cri ps --label "io.kubernetes.pod.uid=$uid" --state running -q | wc -l)" -le 1 ] || dups=$((dups + 1))
+  done
+  report "pods with a second sandbox or container: $dups"
+  [ "$dups" = 0 ] || problem "$dups pods with a second ready sandbox or running container"
+  kill "$watch_pid" 2>/dev/null || true
+}
+
+case $MODE in
+  kill) mode_kill ;;
+  node-full) mode_node_full ;;
+esac
+leftover_checks
+[ "$MODE" != node-full ] ||
+  report "after the deletion: deckhand RSS $(rss_mib) MiB, CPU $(cpu_millicores 20) millicores over 20 s"
 
 if [ "$problems" = 0 ]; then
-  report "chaos: nothing lost, duplicated or leaked after $KILLS SIGKILLs"
+  report "chaos ($MODE): nothing lost, duplicated or leaked"
 else
-  report "chaos: $problems problems"
+  report "chaos ($MODE): $problems problems"
   exit 1
 fi

@@ -17,8 +17,9 @@
 #   hack/local-up.sh restart-deckhand  rebuild deckhand if needed, stop it, start it again (and
 #                                      restart deckhand-scheduler if its binary was rebuilt)
 #   hack/local-up.sh restart-scheduler rebuild deckhand-scheduler if needed, stop it, start it again
-#   hack/local-up.sh stop-apiserver    stop kube-apiserver only (an API server outage, for tests)
-#   hack/local-up.sh start-apiserver   start it again and wait until it is ready
+#   hack/local-up.sh stop-apiserver [--etcd]  stop kube-apiserver only (an API server outage,
+#                                      for tests), or etcd with it
+#   hack/local-up.sh start-apiserver   start it (and etcd, if stopped) again and wait until ready
 #   hack/local-up.sh stop-containerd [--kill]  stop containerd only (SIGTERM, or SIGKILL with
 #                                      --kill; its shims and so the containers keep running)
 #   hack/local-up.sh start-containerd  start it again and wait until its CRI plugin answers
@@ -257,11 +258,16 @@ cmd_restart_scheduler() {
   start_scheduler || die_log deckhand-scheduler "deckhand-scheduler did not start"
 }
 
-# an API server outage for the reliability tests: everything else (etcd, the controller-manager,
-# containerd, deckhand, the scheduler, kube-proxy) keeps running
+# an API server outage for the reliability tests: everything else (etcd unless --etcd, the
+# controller-manager, containerd, deckhand, the scheduler, kube-proxy) keeps running
 cmd_stop_apiserver() {
   [ -n "$(pid_of kube-apiserver)" ] || die "kube-apiserver is not running"
+  case "${1:-}" in
+    --etcd|"") ;;
+    *) die "stop-apiserver: unknown option '$1' (--etcd)" ;;
+  esac
   stop_daemon kube-apiserver
+  [ "${1:-}" != --etcd ] || stop_daemon etcd
 }
 
 cmd_stop_containerd() {
@@ -281,7 +287,7 @@ cmd_stop_containerd() {
 cmd_start_containerd() { step_containerd; }
 
 cmd_start_apiserver() {
-  [ -n "$(pid_of etcd)" ] || die "etcd is not running (run hack/local-up.sh first)"
+  [ -n "$(pid_of etcd)" ] || step_etcd
   step_apiserver
 }
 
@@ -294,12 +300,12 @@ main() {
     status) cmd_status ;;
     restart-deckhand) take_lock; cmd_restart_deckhand ;;
     restart-scheduler) take_lock; cmd_restart_scheduler ;;
-    stop-apiserver) take_lock; cmd_stop_apiserver ;;
+    stop-apiserver) take_lock; cmd_stop_apiserver "$@" ;;
     start-apiserver) take_lock; cmd_start_apiserver ;;
     stop-containerd) take_lock; cmd_stop_containerd "$@" ;;
     start-containerd) take_lock; cmd_start_containerd ;;
     -h|--help|help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand | restart-scheduler | stop-apiserver | start-apiserver | stop-containerd [--kill] | start-containerd)" ;;
+    *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand | restart-scheduler | stop-apiserver [--etcd] | start-apiserver | stop-containerd [--kill] | start-containerd)" ;;
   esac
 }
 

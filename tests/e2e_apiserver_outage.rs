@@ -24,8 +24,30 @@ impl Drop for RestartOnDrop {
     }
 }
 
-/// Stop the API server for 60 s and start it again: deckhand keeps the pods running and stays
-/// the same process, reports a container exit that happened during the outage, posts Ready
+/// The newest attempt number among the pod's containers in containerd.
+fn newest_attempt(uid: &str) -> u64 {
+    let out = crictl(&[
+        "ps",
+        "-a",
+        "--label",
+        &format!("io.kubernetes.pod.uid={uid}"),
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("crictl ps -o json");
+    v["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["metadata"]["attempt"].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Stop the API server and etcd for 60 s and start them again: deckhand keeps the pods running
+/// and stays the same process, keeps restarting a crash-looping container meanwhile (its
+/// projected service-account volume cannot be refreshed: the start goes ahead with it as it is),
+/// reports a container exit that happened during the outage, posts Ready
 /// again within 20 s even after the node lifecycle controller's `Unknown`, renews its Lease,
 /// and runs a pod created afterwards.
 #[tokio::test]
@@ -37,6 +59,14 @@ async fn deckhand_recovers_from_a_one_minute_api_server_outage() {
         .await;
     ns.create_pod(&busybox_pod("exiter", "sleep 20; exit 3", "Never", Some(1)))
         .await;
+    let crasher = ns
+        .create_pod(&busybox_pod(
+            "crasher",
+            "sleep 1; exit 1",
+            "Always",
+            Some(0),
+        ))
+        .await;
     let steady = wait_running(&api, "steady").await;
     let steady_id = container_status(&steady, "main")
         .and_then(|c| c.container_id.clone())
@@ -44,11 +74,14 @@ async fn deckhand_recovers_from_a_one_minute_api_server_outage() {
     wait_running(&api, "exiter").await;
     let pid = deckhand_pid();
 
-    local_up(&["stop-apiserver"]);
+    let crasher_uid = uid(&crasher);
+    let attempt_before = newest_attempt(&crasher_uid);
+    local_up(&["stop-apiserver", "--etcd"]);
     let mut guard = RestartOnDrop(true);
     let stopped = Instant::now();
     println!("API server stopped; waiting {OUTAGE:?}");
     tokio::time::sleep(OUTAGE).await;
+    let attempt_after = newest_attempt(&crasher_uid);
     local_up(&["start-apiserver"]);
     guard.0 = false;
     let back = Instant::now();
@@ -58,6 +91,11 @@ async fn deckhand_recovers_from_a_one_minute_api_server_outage() {
         "deckhand (pid {pid}) did not survive the outage"
     );
     assert_eq!(deckhand_pid(), pid, "deckhand was not restarted");
+    println!("crash-looping container: attempt {attempt_before} before the outage, {attempt_after} at its end");
+    assert!(
+        attempt_after > attempt_before,
+        "the crash-looping container was not restarted during the {OUTAGE:?} outage (attempt {attempt_before})"
+    );
 
     // The node lifecycle controller marks a node that stopped posting status Unknown; whether
     // its check ran during this outage is a race, so set it the way the controller does and

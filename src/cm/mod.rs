@@ -409,6 +409,24 @@ pub fn pod_pids_limit(configured: i64) -> Option<i64> {
     (configured > 0).then_some(configured)
 }
 
+/// The pod UID a pod cgroup's directory name stands for: `pod<uid>` (cgroupfs) or
+/// `kubepods-<qos>-pod<uid with _>.slice` / `kubepods-pod<uid>.slice` (systemd); `None` for
+/// anything else (the QoS directories themselves, a container's scope).
+pub fn pod_uid_of_cgroup(dir_name: &str) -> Option<String> {
+    let systemd = dir_name.strip_suffix(".slice");
+    let rest = match systemd {
+        Some(slice) => slice.rsplit('-').next()?,
+        None => dir_name,
+    };
+    let uid = rest.strip_prefix("pod")?;
+    let uid = if systemd.is_some() {
+        uid.replace('_', "-")
+    } else {
+        uid.to_string()
+    };
+    (!uid.is_empty() && uid.chars().all(|c| c.is_ascii_hexdigit() || c == '-')).then_some(uid)
+}
+
 /// Creates, updates and removes the kubepods hierarchy and pod cgroups through cgroups-rs
 /// (cgroup v1 or v2, detected by cgroups-rs), under either driver.
 ///
@@ -553,6 +571,37 @@ impl CgroupManager {
         self.build(&pod_cgroup_name(pod)?, &full)
     }
 
+    /// The pod UIDs that have a pod cgroup under any QoS class (read from the `cpu` hierarchy on
+    /// cgroup v1, the unified tree on v2), for the orphaned-cgroup sweep (k/k
+    /// `cleanupOrphanedPodCgroups`).
+    pub fn list_pod_cgroups(&self) -> Vec<String> {
+        let h = (self.hierarchy)();
+        let root = if h.root().join("cpu").is_dir() {
+            h.root().join("cpu")
+        } else {
+            h.root()
+        };
+        let mut uids = Vec::new();
+        for qos in [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ] {
+            let dir = root.join(self.rel(&qos_cgroup_name(qos)));
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            uids.extend(
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .filter_map(|e| pod_uid_of_cgroup(&e.file_name().to_string_lossy())),
+            );
+        }
+        uids.sort();
+        uids.dedup();
+        uids
+    }
+
     /// Removes the cgroup of pod `uid` under any QoS class, once it has no processes left.
     /// A cgroup that does not exist is not an error.
     pub fn remove_pod_cgroup(&self, uid: &str) -> Result<(), CgroupError> {
@@ -629,6 +678,29 @@ mod tests {
         for (case, a, b, want) in cases {
             assert_eq!(a.max(&b), want, "{case}");
             assert_eq!(b.max(&a), want, "{case} (symmetric)");
+        }
+    }
+
+    #[test]
+    fn pod_cgroup_directory_names_give_their_pod_uid() {
+        let uid = "00babe0b-369b-4e7e-8e99-4d33c4bcf72b";
+        for (name, want) in [
+            (format!("pod{uid}"), Some(uid)),
+            (
+                format!("kubepods-burstable-pod{}.slice", uid.replace('-', "_")),
+                Some(uid),
+            ),
+            (
+                format!("kubepods-pod{}.slice", uid.replace('-', "_")),
+                Some(uid),
+            ),
+            ("burstable".to_string(), None),
+            ("kubepods-besteffort.slice".to_string(), None),
+            ("pod".to_string(), None),
+            ("podnot-a/uid".to_string(), None),
+            ("cri-containerd-abc.scope".to_string(), None),
+        ] {
+            assert_eq!(pod_uid_of_cgroup(&name).as_deref(), want, "{name}");
         }
     }
 

@@ -67,19 +67,40 @@ pub async fn kill_pod(ctx: &SyncContext, pod: &Pod, rt: &PodRuntimeStatus, grace
 /// Removes what the runtime and the node hold for pod `uid` once it is terminated: its
 /// sandboxes (and with them their containers), containers left without a sandbox, its log
 /// directory and legacy log links, its volumes and service-account tokens, and its cgroup.
-pub async fn remove_pod(ctx: &SyncContext, pod: &Pod) {
+/// Returns whether all of it is gone (k/k `podResourcesAreReclaimed`); failures are warnings
+/// when `last_try`, else debug lines for a retry.
+pub async fn remove_pod(ctx: &SyncContext, pod: &Pod, last_try: bool) -> bool {
     let uid = crate::pod::uid(pod).to_string();
-    if let Ok(sandboxes) = ctx.cri.list_pod_sandboxes(&[(labels::POD_UID, &uid)]).await {
-        for s in sandboxes {
-            let _ = ctx.cri.stop_pod_sandbox(&s.id).await;
-            if let Err(e) = ctx.cri.remove_pod_sandbox(&s.id).await {
-                tracing::warn!(sandbox = %s.id, error = %e, "removing sandbox failed");
+    // a failure is a warning on the last try only; earlier ones are retried
+    let warn = |what: &str, e: &dyn std::fmt::Display| {
+        if last_try {
+            tracing::warn!(error = %e, "{what}");
+        } else {
+            tracing::debug!(error = %e, "{what}; retrying");
+        }
+    };
+    let mut reclaimed = true;
+    match ctx.cri.list_pod_sandboxes(&[(labels::POD_UID, &uid)]).await {
+        Ok(sandboxes) => {
+            for s in sandboxes {
+                let _ = ctx.cri.stop_pod_sandbox(&s.id).await;
+                if let Err(e) = ctx.cri.remove_pod_sandbox(&s.id).await {
+                    warn(&format!("removing sandbox {} failed", s.id), &e);
+                    reclaimed = false;
+                }
             }
+        }
+        Err(e) => {
+            warn("listing the pod's sandboxes failed", &e);
+            reclaimed = false;
         }
     }
     if let Ok(cs) = ctx.cri.list_containers(&[(labels::POD_UID, &uid)]).await {
         for c in cs {
-            let _ = ctx.cri.remove_container(&c.id).await;
+            if let Err(e) = ctx.cri.remove_container(&c.id).await {
+                warn(&format!("removing container {} failed", c.id), &e);
+                reclaimed = false;
+            }
         }
     }
     if pod.metadata.name.is_some() && pod.metadata.namespace.is_some() {
@@ -88,15 +109,23 @@ pub async fn remove_pod(ctx: &SyncContext, pod: &Pod) {
         let _ = tokio::fs::remove_dir_all(&dir).await;
     }
     if let Err(e) = crate::volume::teardown(&ctx.root_dir, &uid).await {
-        tracing::warn!(error = %e, "tearing down pod volumes failed");
+        warn("tearing down pod volumes failed", &e);
+        reclaimed = false;
     }
     crate::volume::tokens().forget_pod(&uid);
     if let Some(cm) = ctx.cgroups {
         let u = uid.clone();
         match tokio::task::spawn_blocking(move || cm.remove_pod_cgroup(&u)).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "removing the pod cgroup failed"),
-            Err(e) => tracing::warn!(error = %e, "removing the pod cgroup did not finish"),
+            Ok(Err(e)) => {
+                warn("removing the pod cgroup failed", &e);
+                reclaimed = false;
+            }
+            Err(e) => {
+                warn("removing the pod cgroup did not finish", &e);
+                reclaimed = false;
+            }
         }
     }
+    reclaimed
 }

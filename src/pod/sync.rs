@@ -408,19 +408,36 @@ impl PodWorker {
         }
 
         // Volumes: set up before any container of the pod starts.
-        let volumes = match crate::volume::setup(
-            &ctx.client,
-            &ctx.root_dir,
-            pod,
-            &ctx.node_allocatable_milli,
-        )
-        .await
-        {
-            Ok(v) => {
-                self.volumes_refreshed = Some(Instant::now());
+        let setup =
+            crate::volume::setup(&ctx.client, &ctx.root_dir, pod, &ctx.node_allocatable_milli)
+                .await;
+        if setup.is_ok() {
+            self.volumes_refreshed = Some(Instant::now());
+            if std::mem::take(&mut self.volume_refresh_failing) {
+                tracing::info!("volumes refreshed again");
+            }
+        }
+        let volumes = match volumes_for_start(setup, self.mounted_volumes.take()) {
+            VolumesForStart::Fresh(v) => v,
+            VolumesForStart::AsMounted(v, e) => {
+                // A restart during an API server outage (or after a ConfigMap was deleted): the
+                // volumes stay as they were last written, as the Go kubelet's volume manager
+                // leaves a mounted volume in place when its remount fails.
+                if !std::mem::replace(&mut self.volume_refresh_failing, true) {
+                    tracing::warn!(error = %e, "volume refresh failed; containers start with the volumes as last set up");
+                } else {
+                    tracing::debug!(error = %e, "volume refresh failed again; starting with the volumes as last set up");
+                }
+                ctx.recorder.pod(
+                    pod,
+                    None,
+                    true,
+                    reason::FAILED_MOUNT,
+                    format!("MountVolume.SetUp failed: {e}"),
+                );
                 v
             }
-            Err(e) => {
+            VolumesForStart::Failed(e) => {
                 let msg = format!("MountVolume.SetUp failed: {e}");
                 ctx.recorder.pod(pod, None, true, reason::FAILED_MOUNT, msg);
                 tracing::warn!(error = %e, "volume setup failed");
@@ -440,6 +457,7 @@ impl PodWorker {
                 return Err(SyncFailed);
             }
         };
+        self.mounted_volumes = Some(volumes.clone());
 
         let (sandbox_id, pod_ip, sandbox_config) = match a.create_sandbox {
             Some(attempt) => {
@@ -558,15 +576,22 @@ impl PodWorker {
             return;
         }
         self.volumes_refreshed = Some(Instant::now());
-        if let Err(e) = crate::volume::setup(
+        let refreshed = crate::volume::setup(
             &self.ctx.client,
             &self.ctx.root_dir,
             pod,
             &self.ctx.node_allocatable_milli,
         )
-        .await
-        {
-            tracing::warn!(error = %e, "volume refresh failed");
+        .await;
+        if refreshed.is_ok() && std::mem::take(&mut self.volume_refresh_failing) {
+            tracing::info!("volumes refreshed again");
+        }
+        if let Err(e) = refreshed {
+            if !std::mem::replace(&mut self.volume_refresh_failing, true) {
+                tracing::warn!(error = %e, "volume refresh failed; the volumes stay as they are until a refresh succeeds");
+            } else {
+                tracing::debug!(error = %e, "volume refresh failed again");
+            }
             self.ctx.recorder.pod(
                 pod,
                 None,
@@ -741,13 +766,29 @@ impl PodWorker {
     async fn cleanup(&mut self, pod: &Pod) {
         let ctx = self.ctx.clone();
         let uid = super::uid(pod).to_string();
-        kuberuntime::remove_pod(&ctx, pod).await;
+        // A container the runtime is still starting cannot be removed yet ("container is in
+        // starting state"), and its processes keep the pod cgroup busy: try again for a few
+        // seconds before the pod object goes (the Go status manager deletes it only once the
+        // pod's resources are reclaimed). What is still left then is swept up by the reconcile
+        // after the next full list (orphaned sandboxes, pod directories and cgroups).
+        for attempt in 1..=CLEANUP_ATTEMPTS {
+            let last = attempt == CLEANUP_ATTEMPTS;
+            if kuberuntime::remove_pod(&ctx, pod, last).await || last {
+                break;
+            }
+            tokio::time::sleep(CLEANUP_RETRY).await;
+        }
         ctx.status.forget(&uid);
         self.crash_backoff.forget_prefix("");
         self.image_backoff.forget_prefix("");
         tracing::info!("pod cleaned up");
     }
 }
+
+/// How many times [`PodWorker::cleanup`] tries to reclaim a pod's resources.
+const CLEANUP_ATTEMPTS: u32 = 5;
+/// The pause between two tries.
+const CLEANUP_RETRY: Duration = Duration::from_secs(1);
 
 /// Logs a failed read of a pod's runtime state: a warning, or at debug level when the runtime
 /// could not be reached at all (the CRI client's reachability tracker says that once for every
@@ -757,5 +798,67 @@ fn log_runtime_read_failure(e: &crate::cri::CriError, what: &str) {
         tracing::debug!(error = %e, "{what}");
     } else {
         tracing::warn!(error = %e, "{what}");
+    }
+}
+
+/// What a container start uses for the pod's volumes ([`volumes_for_start`]).
+#[derive(Debug, PartialEq)]
+pub enum VolumesForStart<E> {
+    /// Set up (or refreshed) just now.
+    Fresh(crate::volume::VolumePaths),
+    /// The refresh failed with `E`, but the volumes were set up before: start with them as
+    /// they are (and report the failure).
+    AsMounted(crate::volume::VolumePaths, E),
+    /// The first set-up failed: no container of the pod may start.
+    Failed(E),
+}
+
+/// The volumes a container start goes ahead with: the result of this sync's set-up, or when that
+/// failed, the volumes as last set up for the pod, if they ever were. The Go kubelet's volume
+/// manager waits only for volumes that were never mounted (`WaitForAttachAndMount`); refreshing
+/// the content of a mounted ConfigMap, Secret, downwardAPI or projected volume happens beside it
+/// and a failure there never holds back a container, so a crash-looping container keeps being
+/// restarted while the API server is away.
+pub fn volumes_for_start<E>(
+    setup: Result<crate::volume::VolumePaths, E>,
+    mounted: Option<crate::volume::VolumePaths>,
+) -> VolumesForStart<E> {
+    match (setup, mounted) {
+        (Ok(v), _) => VolumesForStart::Fresh(v),
+        (Err(e), Some(v)) => VolumesForStart::AsMounted(v, e),
+        (Err(e), None) => VolumesForStart::Failed(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_refresh_of_mounted_volumes_does_not_hold_back_a_start() {
+        let paths = |p: &str| {
+            crate::volume::VolumePaths::from([("cm".to_string(), std::path::PathBuf::from(p))])
+        };
+        let cases: Vec<(Result<_, &str>, Option<_>, VolumesForStart<&str>)> = vec![
+            (
+                Ok(paths("/new")),
+                None,
+                VolumesForStart::Fresh(paths("/new")),
+            ),
+            (
+                Ok(paths("/new")),
+                Some(paths("/old")),
+                VolumesForStart::Fresh(paths("/new")),
+            ),
+            (
+                Err("api down"),
+                Some(paths("/old")),
+                VolumesForStart::AsMounted(paths("/old"), "api down"),
+            ),
+            (Err("api down"), None, VolumesForStart::Failed("api down")),
+        ];
+        for (setup, mounted, want) in cases {
+            assert_eq!(volumes_for_start(setup, mounted), want);
+        }
     }
 }

@@ -161,6 +161,8 @@ impl PodWorkers {
             waiting: BTreeMap::new(),
             probes: PodProbes::new(probe_tx),
             volumes_refreshed: None,
+            mounted_volumes: None,
+            volume_refresh_failing: false,
             probe_rx,
             terminal_override: None,
             admitted: false,
@@ -491,13 +493,18 @@ impl PodWorkers {
         // and have no sandbox left (deckhand stopped between removing a pod's sandbox and its
         // directory): k/k HandlePodCleanups' cleanupOrphanedPodDirs and
         // cleanupOrphanedPodCgroups.
-        let dirs = super::cleanup::list_pod_dirs(&self.ctx.root_dir);
+        let mut dirs = super::cleanup::list_pod_dirs(&self.ctx.root_dir);
+        if let Some(cm) = self.ctx.cgroups {
+            dirs.extend(cm.list_pod_cgroups());
+            dirs.sort();
+            dirs.dedup();
+        }
         for uid in
             super::cleanup::orphaned_pod_dirs(&dirs, &present, |u| self.workers.contains_key(u))
         {
             let mut pod = Pod::default();
             pod.metadata.uid = Some(uid.clone());
-            tracing::info!(pod.uid = %uid, "cleaning up orphaned pod directory");
+            tracing::info!(pod.uid = %uid, "cleaning up orphaned pod directory or cgroup");
             self.update(pod, true, cancel).await;
         }
         self.states.mark_synced();
@@ -532,6 +539,11 @@ pub(super) struct PodWorker {
     probe_rx: mpsc::Receiver<(String, ProbeUpdate)>,
     /// When the pod's volumes were last set up or refreshed.
     pub(super) volumes_refreshed: Option<Instant>,
+    /// Where the pod's volumes are, from their last successful set-up in this worker: once set
+    /// up, a failed refresh no longer holds back a container start ([`super::sync::volumes_for_start`]).
+    pub(super) mounted_volumes: Option<crate::volume::VolumePaths>,
+    /// The last volume set-up or refresh failed (its warning was logged; repeats go to debug).
+    pub(super) volume_refresh_failing: bool,
     /// The kubelet stopped the pod on its own (evicted, or refused at admission): every status
     /// written from then on carries this.
     pub(super) terminal_override: Option<Arc<crate::eviction::TerminalStatus>>,

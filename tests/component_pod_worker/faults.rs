@@ -221,6 +221,68 @@ async fn a_pod_created_while_the_runtime_is_unreachable_starts_when_it_answers()
     h.stop().await;
 }
 
+/// A crash-looping container with a ConfigMap volume keeps being restarted while the API server
+/// is away: the volume's refresh fails (FailedMount), but it was set up before, so the start goes
+/// ahead with it as it is, as the Go kubelet's volume manager does for a mounted volume. (Before
+/// the fix, every restart was held back until the API server answered again.)
+#[tokio::test(start_paused = true)]
+async fn a_crash_looping_container_is_restarted_while_the_api_server_is_away() {
+    let h = Harness::start(fake_runtime()).await;
+    h.api.lock().unwrap().configmaps.insert(
+        "settings".into(),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "settings", "namespace": "ns"}, "data": {"k": "v"}}),
+    );
+    let p = pod(
+        "crasher",
+        "Always",
+        json!({
+            "volumes": [{"name": "cfg", "configMap": {"name": "settings"}}],
+            "containers": [{"name": "main", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent",
+                            "command": ["sh", "-c", "exit 1"],
+                            "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}],
+        }),
+    );
+    h.apply(&p).await;
+    h.status_in_phase("crasher", "Running", Duration::from_secs(5))
+        .await;
+    h.api.lock().unwrap().down = true;
+    // three exits while the API server is away: each is followed by a restart (after the
+    // crash-loop back-off: 10 s, 20 s, 40 s)
+    let attempt = |c: &deckhand::cri::fake::FakeContainer| {
+        c.config.metadata.as_ref().map_or(0, |m| m.attempt)
+    };
+    for n in 1..=3u32 {
+        let c = eventually(Duration::from_secs(5), "a running attempt", || {
+            h.runtime.running("main")
+        })
+        .await;
+        assert_eq!(attempt(&c), n - 1, "attempt of the running container");
+        h.runtime.exit(&c.id, 1);
+        let exited = Instant::now();
+        // PLEG relists and resyncs poke the worker meanwhile
+        loop {
+            h.poke(&p).await;
+            if h.runtime.running("main").is_some_and(|c| attempt(&c) == n) {
+                break;
+            }
+            assert!(
+                exited.elapsed() < Duration::from_secs(90),
+                "restart {n} with the API server away: not within 90 s ({:?})",
+                h.runtime.calls().iter().rev().take(5).collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        println!("restart {n} {:?} after the exit", exited.elapsed());
+    }
+    assert!(
+        h.events().iter().all(|e| e != "FailedMount"),
+        "events cannot be written while the API server is away"
+    );
+    h.api.lock().unwrap().down = false;
+    h.stop().await;
+}
+
 /// Timestamps out of order (a container that finished before it started, one created in the
 /// future): statuses are still written, with the runtime's times, and the restart count never
 /// goes back.

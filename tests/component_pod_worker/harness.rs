@@ -28,6 +28,10 @@ pub(crate) struct ApiRecord {
     pub(crate) deleted: Vec<String>,
     /// Event reasons, in order.
     pub(crate) events: Vec<String>,
+    /// ConfigMaps served by name (namespace ignored).
+    pub(crate) configmaps: BTreeMap<String, Value>,
+    /// The API server is away: every request fails to connect.
+    pub(crate) down: bool,
 }
 
 /// RFC 7386 merge of `patch` into `target`.
@@ -53,6 +57,11 @@ pub(crate) fn fake_api() -> (kube::Client, Arc<Mutex<ApiRecord>>) {
         let rec = rec.clone();
         async move {
             use http_body_util::BodyExt;
+            if rec.lock().unwrap().down {
+                return Err::<http::Response<http_body_util::Full<bytes::Bytes>>, tower::BoxError>(
+                    "connection refused (the fake API server is down)".into(),
+                );
+            }
             let method = req.method().clone();
             let path = req.uri().path().to_string();
             let body = req.into_body().collect().await?.to_bytes();
@@ -87,6 +96,14 @@ pub(crate) fn fake_api() -> (kube::Client, Arc<Mutex<ApiRecord>>) {
                     rec.lock().unwrap().events.push(reason);
                     (201, body)
                 }
+                ("GET", "configmaps", "") => match rec.lock().unwrap().configmaps.get(name) {
+                    Some(cm) => (200, cm.clone()),
+                    None => (
+                        404,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": format!("configmaps {name:?} not found"), "reason": "NotFound", "code": 404}),
+                    ),
+                },
                 ("PATCH", "events", _) => (
                     200,
                     json!({"apiVersion": "v1", "kind": "Event",

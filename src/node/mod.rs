@@ -539,6 +539,7 @@ impl NodeAgent {
                 Ok(()) => {
                     if failing {
                         tracing::info!(node = %self.cfg.name, "node lease renewed again");
+                        crate::source::api_server_answers_again();
                     }
                     failing = false;
                     retry = Duration::from_millis(200);

@@ -36,15 +36,47 @@ pub async fn run(
 ) {
     let api: Api<Pod> = Api::all(client);
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
-    let stream = watcher::watcher(api, cfg).default_backoff();
+    // kube's default back-off, applied here rather than with `default_backoff()` so that an
+    // expired watch is not held back by it (see `relist_at_once`)
+    let stream = watcher::watcher(api, cfg);
+    let mut backoff = watcher::DefaultBackoff::default();
     futures::pin_mut!(stream);
     let mut listing: HashSet<String> = HashSet::new();
+    let mut failing = false;
     loop {
         let ev = tokio::select! {
             _ = cancel.cancelled() => return,
             ev = stream.next() => ev,
         };
         let Some(ev) = ev else { return };
+        match &ev {
+            Ok(_) => {
+                kube::runtime::utils::Backoff::reset(&mut backoff);
+                if std::mem::take(&mut failing) {
+                    tracing::info!("pod watch resumed");
+                }
+            }
+            Err(e) if relist_at_once(e) => {
+                tracing::info!(error = %e, "pod watch expired; listing the node's pods again");
+                continue;
+            }
+            Err(e) => {
+                let wait = backoff.next().unwrap_or(std::time::Duration::from_secs(30));
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::warn!(error = %e, "pod watch failed; retrying with back-off until the API server answers");
+                } else {
+                    tracing::debug!(error = ?e, retry_in_s = wait.as_secs_f64(), "pod watch failed again");
+                }
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = API_SERVER_BACK.notified() => {
+                        tracing::debug!("the API server answers again: retrying the pod watch now");
+                    }
+                }
+                continue;
+            }
+        }
         let out = match ev {
             Ok(Event::Init) => {
                 listing.clear();
@@ -64,14 +96,37 @@ pub async fn run(
                 crate::pod::startup_latency::tracker().delete(crate::pod::uid(&p));
                 PodEvent::Delete(p)
             }
-            Err(e) => {
-                tracing::warn!(error = ?e, "pod watch error; retrying");
-                continue;
-            }
+            Err(_) => continue,
         };
         if tx.send(out).await.is_err() {
             return;
         }
+    }
+}
+
+/// Woken when the API server answers again after failures ([`api_server_answers_again`]).
+static API_SERVER_BACK: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Tells the pod source that the API server answers again (the node lease loop calls it when a
+/// renewal succeeds after failures, every ≤ 7 s during an outage): a pod watch waiting out its
+/// back-off (up to 30 s after a minute's outage) retries at once, so pods created after an
+/// outage are seen within seconds of its end.
+pub fn api_server_answers_again() {
+    API_SERVER_BACK.notify_waiters();
+}
+
+/// Whether a watch error is the API server saying the watch's resource version is too old (410
+/// Gone / Expired): the watcher lists again on its own, and that list must not wait for the
+/// back-off of earlier failures. Seen after an API server and etcd restart: the back-off, grown
+/// to its 30 s cap during the outage, kept the pod source blind for almost a minute, so a pod
+/// created meanwhile started only then. (Any other error is retried with kube's default
+/// back-off: 0.8 s doubling to 30 s, reset by the first event.)
+pub fn relist_at_once(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::WatchError(status) => status.code == 410,
+        watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 410,
+        _ => false,
     }
 }
 
@@ -144,5 +199,43 @@ impl ServiceLister {
     /// All services in the cache.
     pub fn list(&self) -> Vec<std::sync::Arc<k8s_openapi::api::core::v1::Service>> {
         self.store.state()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn status(code: u16, reason: &str) -> Box<Status> {
+        Box::new(Status::failure("m", reason).with_code(code))
+    }
+
+    #[test]
+    fn only_an_expired_watch_skips_the_back_off() {
+        let cases = [
+            (watcher::Error::WatchError(status(410, "Expired")), true),
+            (watcher::Error::WatchError(status(410, "Gone")), true),
+            (
+                watcher::Error::WatchStartFailed(kube::Error::Api(status(410, "Gone"))),
+                true,
+            ),
+            (
+                watcher::Error::WatchError(status(500, "InternalError")),
+                false,
+            ),
+            (
+                watcher::Error::InitialListFailed(kube::Error::Api(status(403, "Forbidden"))),
+                false,
+            ),
+            (
+                watcher::Error::InitialListFailed(kube::Error::Api(status(410, "Expired"))),
+                false,
+            ),
+            (watcher::Error::NoResourceVersion, false),
+        ];
+        for (e, want) in cases {
+            assert_eq!(relist_at_once(&e), want, "{e}");
+        }
     }
 }

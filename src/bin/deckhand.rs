@@ -12,6 +12,18 @@ use tokio_util::sync::CancellationToken;
 /// as a systemd service), as structured journal entries: each span field becomes a journal field
 /// (`F_POD_NAMESPACE`, `F_POD_NAME`, `F_POD_UID`, ...), so `journalctl -u deckhand F_POD_NAME=web`
 /// works.
+/// `directives` (RUST_LOG syntax) with kube's per-request failure lines switched off, unless
+/// they name kube_client themselves: its HTTP trace layer logs every failed API request at ERROR
+/// ("failed with error client error (Connect)"), about 400 lines in a one-minute API server
+/// outage, while deckhand logs each failure once, with what it was doing, where it happens.
+fn with_quiet_api_client(directives: &str) -> String {
+    if directives.contains("kube_client") {
+        directives.to_string()
+    } else {
+        format!("{directives},kube_client::client::builder=off")
+    }
+}
+
 fn init_tracing(verbosity: u8) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -20,11 +32,9 @@ fn init_tracing(verbosity: u8) {
         2 | 3 => "debug",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!(
-            "{default},kube=warn,tower=warn,hyper=warn,h2=warn"
-        ))
-    });
+    let directives = std::env::var("RUST_LOG")
+        .unwrap_or_else(|_| format!("{default},kube=warn,tower=warn,hyper=warn,h2=warn"));
+    let filter = tracing_subscriber::EnvFilter::new(with_quiet_api_client(&directives));
     if deckhand::systemd::stderr_is_journal() {
         match tracing_journald::layer() {
             Ok(journald) => {
@@ -149,4 +159,23 @@ async fn run() -> Result<()> {
     }
     Kubelet::new(flags, kubelet).run(cri, stop).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_quiet_api_client;
+
+    #[test]
+    fn kube_request_failure_lines_are_off_unless_asked_for() {
+        for (given, want) in [
+            ("info", "info,kube_client::client::builder=off"),
+            (
+                "debug,kube=warn",
+                "debug,kube=warn,kube_client::client::builder=off",
+            ),
+            ("info,kube_client=debug", "info,kube_client=debug"),
+        ] {
+            assert_eq!(with_quiet_api_client(given), want);
+        }
+    }
 }

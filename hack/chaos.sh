@@ -5,6 +5,7 @@
 #
 #   hack/chaos.sh [kill] [--kills N] [--pods N]
 #   hack/chaos.sh node-full
+#   hack/chaos.sh outage [--seconds N]
 #
 # kill (the default): while a churn loop creates a pod a second in a namespace of its own (plain
 # ones, ones with an init container, crash-looping ones and ones that ignore SIGTERM with a 15 s
@@ -22,7 +23,15 @@
 # CPU before, while they run and after; checks that one more pod is refused by the scheduler
 # (Too many pods); then deletes them all and runs the leftover checks.
 #
-# Leftover checks (both modes): the namespace is deleted; nothing of it is left in containerd;
+# outage: 16 steady pods, 4 crash-looping ones and 2 that exit (code 3, restartPolicy Never)
+# during the outage, then (1) the API server and etcd stopped for N s (default 60), (2) containerd
+# stopped with SIGTERM for 10 s, (3) with SIGKILL for 10 s, a pod created during each containerd
+# outage. It prints the recovery figures (Lease renewed, node status posted and the exits
+# reported after the API server is back; the new pod Running after containerd is back) and
+# checks that no steady container was restarted or replaced, no restart count went back, no
+# phase changed but the exiters', and deckhand stayed the same process.
+#
+# Leftover checks (every mode): the namespace is deleted; nothing of it is left in containerd;
 # every address host-local reserved belongs to a live sandbox; no mount, pod directory or kubepods
 # cgroup is left for a pod that no longer exists; deckhand never panicked.
 # Results: _output/chaos/<time>/ (report.txt, the watch record, deckhand's log of the run).
@@ -33,13 +42,15 @@ ENV_FILE="$ROOT/_output/local-up/env"
 KILLS=20
 PODS=30
 MODE=kill
-case "${1:-}" in kill|node-full) MODE=$1; shift ;; esac
+SECONDS_OUT=60
+case "${1:-}" in kill|node-full|outage) MODE=$1; shift ;; esac
 while [ $# -gt 0 ]; do
   case "$1" in
     --kills) KILLS=$2; shift 2 ;;
     --pods) PODS=$2; shift 2 ;;
+    --seconds) SECONDS_OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "chaos: unknown argument '$1' ([kill] --kills N --pods N | node-full)" >&2; exit 2 ;;
+    *) echo "chaos: unknown argument '$1' ([kill] --kills N --pods N | node-full | outage --seconds N)" >&2; exit 2 ;;
   esac
 done
 [ -f "$ENV_FILE" ] || { echo "the local cluster is not up: run hack/local-up.sh first" >&2; exit 1; }
@@ -72,15 +83,16 @@ restart_deckhand() {
 }
 
 pod_json() {  # NAME KIND
-  local name=$1 kind=$2 script="exec sleep 3600" grace=1 init=""
+  local name=$1 kind=$2 script="exec sleep 3600" grace=1 init="" policy=Always
   case $kind in
     crash) script="sleep 2; exit 1" ;;
+    exiter) script="sleep ${EXIT_AFTER:-25}; exit 3"; policy=Never ;;
     slow) grace=15 ;;  # sleep as PID 1 ignores SIGTERM: killed when the grace period ends
     init) init=',"initContainers":[{"name":"init","image":"busybox","command":["sh","-c","sleep 1"]}]' ;;
   esac
   cat <<EOF
 {"apiVersion":"v1","kind":"Pod","metadata":{"name":"$name","labels":{"chaos":"$kind"}},
- "spec":{"terminationGracePeriodSeconds":$grace,"restartPolicy":"Always"$init,
+ "spec":{"terminationGracePeriodSeconds":$grace,"restartPolicy":"$policy"$init,
   "tolerations":[{"operator":"Exists"}],
   "containers":[{"name":"main","image":"busybox","command":["sh","-c","$script"]}]}}
 EOF
@@ -312,8 +324,122 @@ POD
   kill "$watch_pid" 2>/dev/null || true
 }
 
+# milliseconds since $1 (date +%s%N)
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+# the steady pods' container IDs and restart counts, one line each
+steady_state() {
+  kc -n "$NS" get pods -l chaos=plain -o json |
+    jq -r '.items[] | "\(.metadata.name) \(.status.containerStatuses[0].containerID) \(.status.containerStatuses[0].restartCount)"' | sort
+}
+watch_restarts() {  # FILE: restart counts per watch event (the watch ends with the API server)
+  kc -n "$NS" get pods -w -o json 2>/dev/null |
+    jq -r --unbuffered '.metadata.uid + ([.status.containerStatuses[]? | " \(.name)=\(.restartCount)"] | join(""))' >> "$1" &
+  watch_pid=$!
+}
+
+# the sum over the crash-looping pods of their newest container's attempt number in containerd
+crash_attempts() {
+  cri ps -a --label "io.kubernetes.pod.namespace=$NS" -o json |
+    jq '[.containers[] | select(.labels["io.kubernetes.pod.name"] | test("^o(17|18|19|20)$"))]
+        | group_by(.labels["io.kubernetes.pod.name"]) | map(map(.metadata.attempt) | max) | add // 0'
+}
+
+# outage mode: API server + etcd, then containerd (SIGTERM, SIGKILL), with recovery figures
+mode_outage() {
+  make_namespace
+  local i kind pid0 before after t_back t ms lease_ms status_ms exit_ms
+  # the exiters exit about halfway through the API server outage
+  EXIT_AFTER=$((SECONDS_OUT / 2 + 25))
+  for i in $(seq 1 22); do
+    kind=plain; [ "$i" -gt 16 ] && kind=crash; [ "$i" -gt 20 ] && kind=exiter
+    pod_json "o$i" "$kind" | kc -n "$NS" create -f - >/dev/null
+  done
+  kc -n "$NS" wait pod -l 'chaos in (plain,exiter)' --for=condition=Ready --timeout=120s >/dev/null ||
+    problem "the steady pods did not all become Ready"
+  report "outage: namespace $NS: 16 steady pods, 4 crash-looping, 2 exiting (code 3) during the API server outage; results in $OUT"
+  pid0=$(cat "$DECKHAND_PIDFILE")
+  before=$(steady_state)
+  watch_restarts "$OUT/restart-counts.txt"
+  trap 'kill "$watch_pid" 2>/dev/null || true' EXIT
+  sleep 3
+
+  # (1) the API server and etcd
+  local crash_attempts0 crash_attempts1
+  crash_attempts0=$(crash_attempts)
+  "$ROOT/hack/local-up.sh" stop-apiserver --etcd >/dev/null
+  log "API server and etcd stopped for $SECONDS_OUT s"
+  sleep "$SECONDS_OUT"
+  crash_attempts1=$(crash_attempts)
+  [ "$(cat "/proc/$pid0/comm" 2>/dev/null)" = deckhand ] || problem "deckhand exited during the API server outage"
+  "$ROOT/hack/local-up.sh" start-apiserver >/dev/null
+  t_back=$(date +%s%N)
+  local back_iso; back_iso=$(date -u -d "@$((t_back / 1000000000))" +%Y-%m-%dT%H:%M:%SZ)
+  lease_ms=""; status_ms=""; exit_ms=""
+  while [ -z "$lease_ms" ] || [ -z "$status_ms" ] || [ -z "$exit_ms" ]; do
+    t=$(ms_since "$t_back")
+    [ "$t" -lt 120000 ] || { problem "not recovered 120 s after the API server returned (lease ${lease_ms:-no}, status ${status_ms:-no}, exits ${exit_ms:-no})"; break; }
+    if [ -z "$lease_ms" ]; then
+      [[ "$(kc -n kube-node-lease get lease "$NODE_NAME" -o jsonpath='{.spec.renewTime}' 2>/dev/null)" > "$back_iso" ]] && lease_ms=$t
+    fi
+    if [ -z "$status_ms" ]; then
+      [ "$(kc get node "$NODE_NAME" -o jsonpath='{range .status.conditions[?(@.type=="Ready")]}{.status} {.lastHeartbeatTime}{end}' 2>/dev/null |
+        awk -v b="$back_iso" '{print ($1 == "True" && $2 >= b) ? "yes" : "no"}')" = yes ] && status_ms=$t
+    fi
+    if [ -z "$exit_ms" ]; then
+      [ "$(kc -n "$NS" get pods -l chaos=exiter -o json 2>/dev/null |
+        jq '[.items[] | select(.status.containerStatuses[0].state.terminated.exitCode == 3)] | length')" = 2 ] && exit_ms=$t
+    fi
+    sleep 0.2
+  done
+  watch_restarts "$OUT/restart-counts.txt"
+  report "API server + etcd down $SECONDS_OUT s: crash-looping containers started meanwhile: $((crash_attempts1 - crash_attempts0)); after start-apiserver returned: Lease renewed in ${lease_ms:-?} ms, node status posted (Ready) in ${status_ms:-?} ms, both exits (code 3) reported in ${exit_ms:-?} ms"
+  [ "$((crash_attempts1 - crash_attempts0))" -gt 0 ] || problem "no crash-looping container was restarted during the API server outage"
+
+  # (2), (3) containerd, with SIGTERM then SIGKILL; a pod created meanwhile
+  local how name
+  for how in "" --kill; do
+    name="new${how:+-kill}"
+    "$ROOT/hack/local-up.sh" stop-containerd $how >/dev/null
+    sleep 2
+    pod_json "$name" late | kc -n "$NS" create -f - >/dev/null
+    sleep 8
+    [ "$(cat "/proc/$pid0/comm" 2>/dev/null)" = deckhand ] || problem "deckhand exited during the containerd outage"
+    "$ROOT/hack/local-up.sh" start-containerd >/dev/null
+    t_back=$(date +%s%N)
+    ms=""
+    while [ -z "$ms" ]; do
+      t=$(ms_since "$t_back")
+      [ "$t" -lt 60000 ] || { problem "$name not Running 60 s after containerd returned"; break; }
+      [ "$(kc -n "$NS" get pod "$name" -o jsonpath='{.status.phase}')" = Running ] && ms=$t
+      sleep 0.1
+    done
+    report "containerd stopped ${how:-(SIGTERM)} for 10 s: pod created during the outage Running ${ms:-?} ms after start-containerd returned"
+  done
+  sleep 5
+  after=$(steady_state)
+  [ "$before" = "$after" ] || problem "steady pods restarted or replaced: $(diff <(echo "$before") <(echo "$after") | grep '^[<>]' | head -6 | tr '\n' ' ')"
+  report "steady pods with the same container and restart count 0 throughout: $(echo "$after" | awk '$3 == 0' | wc -l) of 16"
+  kill "$watch_pid" 2>/dev/null || true
+  local back
+  back=$(awk '{for (i = 2; i <= NF; i++) {split($i, kv, "="); key = $1 " " kv[1];
+    if ((key in last) && kv[2] + 0 < last[key]) print key ": " last[key] " -> " kv[2]; last[key] = kv[2] + 0}}' \
+    "$OUT/restart-counts.txt")
+  [ -z "$back" ] || problem "restart counts went back: $back"
+  local phases
+  phases=$(kc -n "$NS" get pods -o json | jq -r '.items[] | "\(.metadata.labels.chaos) \(.status.phase)"' | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+  report "phases now:$phases"
+  [ "$(cat "/proc/$pid0/comm" 2>/dev/null)" = deckhand ] && [ "$(cat "$DECKHAND_PIDFILE")" = "$pid0" ] ||
+    problem "deckhand is not the process it was before the outages"
+  # one clear line per failure and per recovery, not one per retry
+  local noisy
+  noisy=$(tail -c "+$((LOG_FROM + 1))" "$DECKHAND_LOG" | grep -cE '^\S+ +(WARN|ERROR) ' || true)
+  report "deckhand WARN/ERROR lines during the three outages: $noisy"
+  [ "$noisy" -le 60 ] || problem "$noisy WARN/ERROR lines in deckhand's log for three outages: a flood"
+}
+
 case $MODE in
   kill) mode_kill ;;
+  outage) mode_outage ;;
   node-full) mode_node_full ;;
 esac
 leftover_checks

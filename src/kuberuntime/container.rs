@@ -391,7 +391,12 @@ pub async fn kill_container(
         .await
     {
         if !e.is_not_found() {
-            tracing::warn!(container = %name, error = %e, "stopping container failed");
+            if e.is_unreachable() {
+                // said once for every pod by the CRI client's reachability tracker
+                tracing::debug!(container = %name, error = %e, "stopping container failed");
+            } else {
+                tracing::warn!(container = %name, error = %e, "stopping container failed");
+            }
         }
     }
 }

@@ -58,7 +58,11 @@ pub async fn kill_pod(ctx: &SyncContext, pod: &Pod, rt: &PodRuntimeStatus, grace
                     reason::FAILED_KILL_POD,
                     format!("error killing pod: {}", e.user_message()),
                 );
-                tracing::warn!(sandbox = %s.id, error = %e, "stopping sandbox failed");
+                if e.is_unreachable() {
+                    tracing::debug!(sandbox = %s.id, error = %e, "stopping sandbox failed");
+                } else {
+                    tracing::warn!(sandbox = %s.id, error = %e, "stopping sandbox failed");
+                }
             }
         }
     }
@@ -72,8 +76,10 @@ pub async fn kill_pod(ctx: &SyncContext, pod: &Pod, rt: &PodRuntimeStatus, grace
 pub async fn remove_pod(ctx: &SyncContext, pod: &Pod, last_try: bool) -> bool {
     let uid = crate::pod::uid(pod).to_string();
     // a failure is a warning on the last try only; earlier ones are retried
+    // (an unreachable runtime is said once for every pod by the CRI client's reachability
+    // tracker)
     let warn = |what: &str, e: &dyn std::fmt::Display| {
-        if last_try {
+        if last_try && ctx.cri.reachability().is_reachable() {
             tracing::warn!(error = %e, "{what}");
         } else {
             tracing::debug!(error = %e, "{what}; retrying");

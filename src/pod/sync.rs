@@ -256,7 +256,7 @@ impl PodWorker {
         {
             Ok(rt) => rt,
             Err(e) => {
-                tracing::warn!(error = %e, "reading pod state for status failed");
+                log_runtime_read_failure(&e, "reading pod state for status failed");
                 return None;
             }
         };

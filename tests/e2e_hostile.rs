@@ -472,7 +472,7 @@ async fn a_hundred_streaming_sessions_leave_no_descriptor_or_thread_behind() {
         };
         sessions.push(s);
     }
-    let all_open = poll(
+    poll(
         Duration::from_secs(120),
         Duration::from_millis(250),
         "100 sessions answering",
@@ -484,7 +484,6 @@ async fn a_hundred_streaming_sessions_leave_no_descriptor_or_thread_behind() {
         },
     )
     .await;
-    let _ = all_open;
     // the exec sessions echo what they are sent
     for s in sessions.iter_mut().skip(1).step_by(2) {
         s.child
@@ -568,7 +567,7 @@ async fn a_hundred_streaming_sessions_leave_no_descriptor_or_thread_behind() {
         ns.name,
         t1.elapsed()
     );
-    let cats = poll(
+    poll(
         Duration::from_secs(30),
         Duration::from_millis(500),
         "no cat left in the container",
@@ -587,7 +586,6 @@ async fn a_hundred_streaming_sessions_leave_no_descriptor_or_thread_behind() {
         },
     )
     .await;
-    let _ = cats;
     assert_eq!(
         deckhand_pid(),
         deckhand,

@@ -427,6 +427,26 @@ pub fn pod_uid_of_cgroup(dir_name: &str) -> Option<String> {
     (!uid.is_empty() && uid.chars().all(|c| c.is_ascii_hexdigit() || c == '-')).then_some(uid)
 }
 
+/// Removes a cgroup directory and its child cgroups, deepest first (a cgroup directory can be
+/// removed only once it has no processes and no children). A directory that does not exist is
+/// not an error.
+fn remove_empty_cgroup_tree(dir: &std::path::Path) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for e in entries.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_empty_cgroup_tree(&e.path())?;
+        }
+    }
+    match std::fs::remove_dir(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// Creates, updates and removes the kubepods hierarchy and pod cgroups through cgroups-rs
 /// (cgroup v1 or v2, detected by cgroups-rs), under either driver.
 ///
@@ -582,11 +602,16 @@ impl CgroupManager {
             h.root()
         };
         let mut uids = Vec::new();
-        for qos in [
-            QosClass::Guaranteed,
-            QosClass::Burstable,
-            QosClass::BestEffort,
-        ] {
+        let roots: Vec<std::path::PathBuf> =
+            std::iter::once(root).chain(self.unified_root()).collect();
+        for (root, qos) in roots.iter().flat_map(|r| {
+            [
+                QosClass::Guaranteed,
+                QosClass::Burstable,
+                QosClass::BestEffort,
+            ]
+            .map(|q| (r, q))
+        }) {
             let dir = root.join(self.rel(&qos_cgroup_name(qos)));
             let Ok(rd) = std::fs::read_dir(&dir) else {
                 continue;
@@ -600,6 +625,15 @@ impl CgroupManager {
         uids.sort();
         uids.dedup();
         uids
+    }
+
+    /// The cgroup v2 tree of a hybrid host (`/sys/fs/cgroup/unified`, next to the v1
+    /// controllers), where runc also creates each container's cgroup and so the pod's
+    /// directory; `None` on a pure v1 or v2 host.
+    fn unified_root(&self) -> Option<std::path::PathBuf> {
+        let h = (self.hierarchy)();
+        let unified = h.root().join("unified");
+        (!h.v2() && unified.join("cgroup.controllers").exists()).then_some(unified)
     }
 
     /// Removes the cgroup of pod `uid` under any QoS class, once it has no processes left.
@@ -626,6 +660,23 @@ impl CgroupManager {
                 path: path.clone(),
                 message: e.to_string(),
             })?;
+        }
+        // the pod's directory in the v2 tree of a hybrid host, which cgroups-rs does not manage
+        if let Some(unified) = self.unified_root() {
+            for qos in [
+                QosClass::Guaranteed,
+                QosClass::Burstable,
+                QosClass::BestEffort,
+            ] {
+                let Ok(name) = qos_cgroup_name(qos).child(&format!("pod{uid}")) else {
+                    continue;
+                };
+                let dir = unified.join(self.rel(&name));
+                remove_empty_cgroup_tree(&dir).map_err(|e| CgroupError::Cgroup {
+                    path: dir.display().to_string(),
+                    message: e.to_string(),
+                })?;
+            }
         }
         Ok(())
     }

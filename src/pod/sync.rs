@@ -771,7 +771,17 @@ impl PodWorker {
         // seconds before the pod object goes (the Go status manager deletes it only once the
         // pod's resources are reclaimed). What is still left then is swept up by the reconcile
         // after the next full list (orphaned sandboxes, pod directories and cgroups).
+        // While the runtime cannot be reached nothing can be removed: each try first waits for
+        // it (up to CLEANUP_RUNTIME_WAIT in all) rather than spend the tries, so that a pod
+        // deleted during a containerd restart is not left running.
+        let waiting_since = Instant::now();
+        let mut back = ctx.cri.reachability().subscribe_back();
         for attempt in 1..=CLEANUP_ATTEMPTS {
+            while !ctx.cri.reachability().is_reachable()
+                && waiting_since.elapsed() < CLEANUP_RUNTIME_WAIT
+            {
+                let _ = tokio::time::timeout(CLEANUP_RETRY * 2, back.changed()).await;
+            }
             let last = attempt == CLEANUP_ATTEMPTS;
             if kuberuntime::remove_pod(&ctx, pod, last).await || last {
                 break;
@@ -789,6 +799,8 @@ impl PodWorker {
 const CLEANUP_ATTEMPTS: u32 = 5;
 /// The pause between two tries.
 const CLEANUP_RETRY: Duration = Duration::from_secs(1);
+/// How long [`PodWorker::cleanup`] waits for an unreachable runtime before it tries anyway.
+const CLEANUP_RUNTIME_WAIT: Duration = Duration::from_secs(120);
 
 /// Logs a failed read of a pod's runtime state: a warning, or at debug level when the runtime
 /// could not be reached at all (the CRI client's reachability tracker says that once for every

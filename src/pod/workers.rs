@@ -493,19 +493,32 @@ impl PodWorkers {
         // and have no sandbox left (deckhand stopped between removing a pod's sandbox and its
         // directory): k/k HandlePodCleanups' cleanupOrphanedPodDirs and
         // cleanupOrphanedPodCgroups.
-        let mut dirs = super::cleanup::list_pod_dirs(&self.ctx.root_dir);
-        if let Some(cm) = self.ctx.cgroups {
-            dirs.extend(cm.list_pod_cgroups());
-            dirs.sort();
-            dirs.dedup();
-        }
+        let dirs = super::cleanup::list_pod_dirs(&self.ctx.root_dir);
         for uid in
             super::cleanup::orphaned_pod_dirs(&dirs, &present, |u| self.workers.contains_key(u))
         {
             let mut pod = Pod::default();
             pod.metadata.uid = Some(uid.clone());
-            tracing::info!(pod.uid = %uid, "cleaning up orphaned pod directory or cgroup");
+            tracing::info!(pod.uid = %uid, "cleaning up orphaned pod directory");
             self.update(pod, true, cancel).await;
+        }
+        // Pod cgroups with nothing else left of their pod (no worker, no sandbox, no directory)
+        // are removed here at once, all in one blocking task.
+        if let Some(cm) = self.ctx.cgroups {
+            let cgroups = cm.list_pod_cgroups();
+            let orphans = super::cleanup::orphaned_pod_dirs(&cgroups, &present, |u| {
+                self.workers.contains_key(u)
+            });
+            if !orphans.is_empty() {
+                tracing::info!(count = orphans.len(), "removing orphaned pod cgroups");
+                tokio::task::spawn_blocking(move || {
+                    for uid in orphans {
+                        if let Err(e) = cm.remove_pod_cgroup(&uid) {
+                            tracing::warn!(pod.uid = %uid, error = %e, "removing an orphaned pod cgroup failed");
+                        }
+                    }
+                });
+            }
         }
         self.states.mark_synced();
     }

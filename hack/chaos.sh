@@ -228,7 +228,7 @@ leftover_checks() {
   stale() { comm -23 <(sort -u) <(echo "$live_uids"); }
   dirs=$(ls "$DECKHAND_ROOT_DIR/pods" 2>/dev/null | stale | grep . || true)
   mounts=$(awk '{print $5}' /proc/self/mountinfo | sed -n "s#^$DECKHAND_ROOT_DIR/pods/\([^/]*\)/.*#\1#p" | stale | grep . || true)
-  cgroups=$(find /sys/fs/cgroup/memory/kubepods* /sys/fs/cgroup/kubepods* -maxdepth 3 -type d -name 'pod*' 2>/dev/null |
+  cgroups=$(find /sys/fs/cgroup/memory/kubepods* /sys/fs/cgroup/unified/kubepods* /sys/fs/cgroup/kubepods* -maxdepth 3 -type d -name 'pod*' 2>/dev/null |
     sed 's#.*/pod##; s#\.slice$##; s#_#-#g' | stale | grep . || true)
   report "left for pods that no longer exist: $(echo "$dirs" | grep -c . || true) pod directories, $(echo "$mounts" | grep -c . || true) mounts, $(echo "$cgroups" | grep -c . || true) kubepods cgroups"
   [ -z "$dirs" ] || problem "pod directories left: $(echo $dirs)"

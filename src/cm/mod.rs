@@ -427,6 +427,13 @@ pub fn pod_uid_of_cgroup(dir_name: &str) -> Option<String> {
     (!uid.is_empty() && uid.chars().all(|c| c.is_ascii_hexdigit() || c == '-')).then_some(uid)
 }
 
+/// Every QoS class, each with its own level of pod cgroups.
+const QOS_CLASSES: [QosClass; 3] = [
+    QosClass::Guaranteed,
+    QosClass::Burstable,
+    QosClass::BestEffort,
+];
+
 /// Removes a cgroup directory and its child cgroups, deepest first (a cgroup directory can be
 /// removed only once it has no processes and no children). A directory that does not exist is
 /// not an error.
@@ -604,14 +611,7 @@ impl CgroupManager {
         let mut uids = Vec::new();
         let roots: Vec<std::path::PathBuf> =
             std::iter::once(root).chain(self.unified_root()).collect();
-        for (root, qos) in roots.iter().flat_map(|r| {
-            [
-                QosClass::Guaranteed,
-                QosClass::Burstable,
-                QosClass::BestEffort,
-            ]
-            .map(|q| (r, q))
-        }) {
+        for (root, qos) in roots.iter().flat_map(|r| QOS_CLASSES.map(|q| (r, q))) {
             let dir = root.join(self.rel(&qos_cgroup_name(qos)));
             let Ok(rd) = std::fs::read_dir(&dir) else {
                 continue;
@@ -639,11 +639,7 @@ impl CgroupManager {
     /// Removes the cgroup of pod `uid` under any QoS class, once it has no processes left.
     /// A cgroup that does not exist is not an error.
     pub fn remove_pod_cgroup(&self, uid: &str) -> Result<(), CgroupError> {
-        for qos in [
-            QosClass::Guaranteed,
-            QosClass::Burstable,
-            QosClass::BestEffort,
-        ] {
+        for qos in QOS_CLASSES {
             let Ok(name) = qos_cgroup_name(qos).child(&format!("pod{uid}")) else {
                 continue;
             };
@@ -663,11 +659,7 @@ impl CgroupManager {
         }
         // the pod's directory in the v2 tree of a hybrid host, which cgroups-rs does not manage
         if let Some(unified) = self.unified_root() {
-            for qos in [
-                QosClass::Guaranteed,
-                QosClass::Burstable,
-                QosClass::BestEffort,
-            ] {
+            for qos in QOS_CLASSES {
                 let Ok(name) = qos_cgroup_name(qos).child(&format!("pod{uid}")) else {
                     continue;
                 };

@@ -32,6 +32,28 @@ pub fn orphaned_pod_dirs(
     out
 }
 
+/// Removes, in one blocking task, the pod cgroups whose pod has nothing else left (not listed,
+/// no worker: its sandbox and directory are gone), e.g. those a removal that raced a container
+/// start left behind (k/k `cleanupOrphanedPodCgroups`).
+pub fn remove_orphaned_pod_cgroups(
+    cm: crate::cm::CgroupManager,
+    present: &HashSet<String>,
+    has_worker: impl Fn(&str) -> bool,
+) {
+    let orphans = orphaned_pod_dirs(&cm.list_pod_cgroups(), present, has_worker);
+    if orphans.is_empty() {
+        return;
+    }
+    tracing::info!(count = orphans.len(), "removing orphaned pod cgroups");
+    tokio::task::spawn_blocking(move || {
+        for uid in orphans {
+            if let Err(e) = cm.remove_pod_cgroup(&uid) {
+                tracing::warn!(pod.uid = %uid, error = %e, "removing an orphaned pod cgroup failed");
+            }
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

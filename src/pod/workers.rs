@@ -502,23 +502,10 @@ impl PodWorkers {
             tracing::info!(pod.uid = %uid, "cleaning up orphaned pod directory");
             self.update(pod, true, cancel).await;
         }
-        // Pod cgroups with nothing else left of their pod (no worker, no sandbox, no directory)
-        // are removed here at once, all in one blocking task.
         if let Some(cm) = self.ctx.cgroups {
-            let cgroups = cm.list_pod_cgroups();
-            let orphans = super::cleanup::orphaned_pod_dirs(&cgroups, &present, |u| {
+            super::cleanup::remove_orphaned_pod_cgroups(cm, &present, |u| {
                 self.workers.contains_key(u)
             });
-            if !orphans.is_empty() {
-                tracing::info!(count = orphans.len(), "removing orphaned pod cgroups");
-                tokio::task::spawn_blocking(move || {
-                    for uid in orphans {
-                        if let Err(e) = cm.remove_pod_cgroup(&uid) {
-                            tracing::warn!(pod.uid = %uid, error = %e, "removing an orphaned pod cgroup failed");
-                        }
-                    }
-                });
-            }
         }
         self.states.mark_synced();
     }

@@ -362,6 +362,10 @@ impl Kubelet {
             tasks.spawn("status manager", async move { status.run(c).await });
         }
         let mirror_uids = ctx.status.mirror_uids();
+        // The pod manager: every pod the merged sources delivered, for the kubelet server's
+        // lookups and the pod workers' orphan sweep.
+        let pod_manager = crate::pod::manager::PodManager::default();
+        let status_manager = ctx.status.clone();
         let (pod_tx, pod_rx) = mpsc::channel(256);
         let (pleg_tx, pleg_rx) = mpsc::channel(1024);
         let (synced_tx, mut synced_rx) = tokio::sync::oneshot::channel();
@@ -418,8 +422,9 @@ impl Kubelet {
                 uids: mirror_uids,
             });
             let c = cancel.clone();
+            let pm = pod_manager.clone();
             tasks.spawn("pod source merge", async move {
-                crate::source::mux::run(api_rx, static_rx, pod_tx, mirror, synced_tx, c).await
+                crate::source::mux::run(api_rx, static_rx, pod_tx, mirror, pm, synced_tx, c).await
             });
         }
         {
@@ -434,7 +439,7 @@ impl Kubelet {
             let c = cancel.clone();
             tasks.spawn("pleg", async move { pleg.run(c).await });
         }
-        let workers = PodWorkers::new(ctx);
+        let workers = PodWorkers::new(ctx).with_pod_manager(pod_manager.clone());
         let monitor = workers.monitor();
         // Garbage collection (k/k kubelet.go StartGarbageCollection): dead containers every minute,
         // unused images every 5 minutes. The collectors are cheap to clone (the eviction manager's
@@ -535,8 +540,12 @@ impl Kubelet {
                 root_dir: flags.root_dir.clone(),
                 serving,
             };
+            let lookup = crate::server::pods::PodLookup {
+                pods: pod_manager.clone(),
+                status: status_manager.clone(),
+            };
             let server =
-                crate::server::KubeletServer::bind(server_cfg, client.clone(), cri.clone())
+                crate::server::KubeletServer::bind(server_cfg, client.clone(), cri.clone(), lookup)
                     .await
                     .step("starting the kubelet server")?;
             let c = cancel.clone();

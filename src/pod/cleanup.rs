@@ -1,6 +1,6 @@
 //! Housekeeping decisions about what is left on the node of pods that are gone (k/k
 //! `kubelet_pods.go` `HandlePodCleanups`: `cleanupOrphanedPodDirs`, `cleanupOrphanedPodCgroups`).
-//! The pod workers' reconcile after a full list acts on them.
+//! The pod workers' housekeeping ([`super::housekeeping`]) acts on them.
 
 use std::collections::HashSet;
 
@@ -32,23 +32,27 @@ pub fn orphaned_pod_dirs(
     out
 }
 
-/// Removes, in one blocking task, the pod cgroups whose pod has nothing else left (not listed,
-/// no worker: its sandbox and directory are gone), e.g. those a removal that raced a container
-/// start left behind (k/k `cleanupOrphanedPodCgroups`).
-pub fn remove_orphaned_pod_cgroups(
-    cm: crate::cm::CgroupManager,
-    present: &HashSet<String>,
-    has_worker: impl Fn(&str) -> bool,
-) {
-    let orphans = orphaned_pod_dirs(&cm.list_pod_cgroups(), present, has_worker);
+/// Removes, in one blocking task, the orphaned pod cgroups `orphans` (pod UID, and whether it
+/// is the first attempt): pods with nothing else left (not listed, no worker: their sandbox
+/// and directory are gone), e.g. those a removal that raced a container start left behind (k/k
+/// `cleanupOrphanedPodCgroups`). A failure is a warning the first time, then debug.
+pub fn remove_orphaned_pod_cgroups(cm: crate::cm::CgroupManager, orphans: Vec<(String, bool)>) {
     if orphans.is_empty() {
         return;
     }
-    tracing::info!(count = orphans.len(), "removing orphaned pod cgroups");
+    if orphans.iter().any(|(_, first)| *first) {
+        tracing::info!(count = orphans.len(), "removing orphaned pod cgroups");
+    }
     tokio::task::spawn_blocking(move || {
-        for uid in orphans {
-            if let Err(e) = cm.remove_pod_cgroup(&uid) {
-                tracing::warn!(pod.uid = %uid, error = %e, "removing an orphaned pod cgroup failed");
+        for (uid, first) in orphans {
+            match cm.remove_pod_cgroup(&uid) {
+                Err(e) if first => {
+                    tracing::warn!(pod.uid = %uid, error = %e, "removing an orphaned pod cgroup failed")
+                }
+                Err(e) => {
+                    tracing::debug!(pod.uid = %uid, error = %e, "removing an orphaned pod cgroup failed again")
+                }
+                Ok(_) => {}
             }
         }
     });

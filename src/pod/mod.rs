@@ -13,6 +13,8 @@ pub mod ephemeral;
 pub mod grace;
 pub mod hash;
 pub mod hosts;
+pub mod housekeeping;
+pub mod manager;
 pub mod mirror;
 pub mod reasons;
 pub mod runtime;

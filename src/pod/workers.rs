@@ -13,7 +13,6 @@ pub use super::context::SyncContext;
 use super::actions::Waiting;
 use crate::allocation::ResizeCondition;
 use crate::backoff::Backoff;
-use crate::cri::labels;
 use crate::kuberuntime::SyncFailed;
 use crate::prober::{PodProbes, ProbeUpdate};
 use crate::source::PodEvent;
@@ -59,7 +58,7 @@ struct WorkerHandle {
 
 /// The dispatcher of pod updates and runtime events to pod workers.
 pub struct PodWorkers {
-    ctx: Arc<SyncContext>,
+    pub(super) ctx: Arc<SyncContext>,
     workers: HashMap<String, WorkerHandle>,
     done_tx: mpsc::UnboundedSender<String>,
     done_rx: mpsc::UnboundedReceiver<String>,
@@ -68,10 +67,14 @@ pub struct PodWorkers {
     evicted_rx: mpsc::UnboundedReceiver<String>,
     eviction_waiters: Vec<(String, tokio::sync::oneshot::Sender<bool>)>,
     monitor: crate::systemd::SyncLoopMonitor,
-    states: super::states::PodStates,
+    pub(super) states: super::states::PodStates,
     /// Resizes not accepted yet, by UID: the pod as the API server has it and its condition
     /// (retried as other pods go away, k/k `podsWithPendingResizes`).
     pending_resizes: HashMap<String, (Pod, ResizeCondition)>,
+    /// The pods that exist, for the periodic orphan sweep ([`super::housekeeping`]).
+    pub(super) pod_manager: Option<super::manager::PodManager>,
+    /// When each orphan was last cleaned up (the sweep retries a stubborn one slowly).
+    pub(super) orphan_retry: super::housekeeping::OrphanRetry,
 }
 
 impl PodWorkers {
@@ -90,7 +93,47 @@ impl PodWorkers {
             monitor: crate::systemd::SyncLoopMonitor::new(),
             states: super::states::PodStates::default(),
             pending_resizes: HashMap::new(),
+            pod_manager: None,
+            orphan_retry: Default::default(),
         }
+    }
+
+    /// Forgets the finished worker of `uid` and what was kept for its pod.
+    pub(super) fn forget_worker(&mut self, uid: &str) {
+        self.workers.remove(uid);
+        self.states.remove(uid);
+        self.ctx.allocation.remove_pod(uid);
+        self.pending_resizes.remove(uid);
+    }
+
+    /// The UIDs of finished workers kept for pods not removed yet (see [`Self::update`]).
+    pub(super) fn finished_workers(&self) -> Vec<String> {
+        self.workers
+            .iter()
+            .filter(|(_, h)| h.tx.is_closed())
+            .map(|(u, _)| u.clone())
+            .collect()
+    }
+
+    /// Whether a worker has the pod `uid`.
+    pub(super) fn has_worker(&self, uid: &str) -> bool {
+        self.workers.contains_key(uid)
+    }
+
+    /// The pods of the workers whose UID is not in `present` (as each worker last saw it).
+    pub(super) fn worker_pods_not_in(&self, present: &HashSet<String>) -> Vec<Pod> {
+        self.workers
+            .iter()
+            .filter(|(u, _)| !present.contains(*u))
+            .map(|(_, h)| h.tx.borrow().pod.clone())
+            .collect()
+    }
+
+    /// Gives the dispatcher the pod manager, so it sweeps orphans every housekeeping period
+    /// and not only after a full list of the pod sources.
+    pub fn with_pod_manager(mut self, pods: super::manager::PodManager) -> Self {
+        self.pod_manager = Some(pods);
+        self
     }
 
     /// Each pod UID's stage in its worker, for the garbage collectors ([`crate::gc`]).
@@ -103,12 +146,22 @@ impl PodWorkers {
         self.monitor.clone()
     }
 
-    async fn update(&mut self, pod: Pod, removed: bool, cancel: &CancellationToken) {
+    pub(super) async fn update(&mut self, pod: Pod, removed: bool, cancel: &CancellationToken) {
         let uid = super::uid(&pod).to_string();
         if uid.is_empty() {
             return;
         }
         if let Some(h) = self.workers.get(&uid) {
+            if h.tx.is_closed() {
+                // The worker finished (it terminated the pod and deleted it in the API) and
+                // was kept so that a late update of the deleted pod does not start another.
+                // Once the pod is gone from the sources it is forgotten (k/k
+                // `SyncKnownPods`); before, every deleted pod's worker stayed for good.
+                if removed {
+                    self.forget_worker(&uid);
+                }
+                return;
+            }
             // A removed pod stays removed even if a stale update arrives later.
             let (was_removed, evict) = {
                 let b = h.tx.borrow();
@@ -404,6 +457,7 @@ impl PodWorkers {
                     if !self.pending_resizes.is_empty() {
                         self.retry_pending_resizes();
                     }
+                    self.sweep_orphans(&cancel).await;
                 }
                 cmd = commands.recv(), if !commands.is_closed() => {
                     if let Some(cmd) = cmd { self.command(cmd); }
@@ -445,69 +499,12 @@ impl PodWorkers {
                         // Keep a worker whose pod came back under the same UID (cannot happen
                         // in the API), else forget it.
                         if self.workers.get(&uid).is_some_and(|h| h.tx.borrow().removed) {
-                            self.workers.remove(&uid);
-                            self.states.remove(&uid);
-                            self.ctx.allocation.remove_pod(&uid);
-                            self.pending_resizes.remove(&uid);
+                            self.forget_worker(&uid);
                         }
                     }
                 }
             }
         }
-    }
-
-    /// After a full list: pods with workers that are no longer listed were deleted while the
-    /// watch was down; sandboxes in the runtime with no pod are orphans (deleted while deckhand
-    /// was down). Both are killed and removed.
-    async fn reconcile(&mut self, present: HashSet<String>, cancel: &CancellationToken) {
-        let gone: Vec<String> = self
-            .workers
-            .keys()
-            .filter(|u| !present.contains(*u))
-            .cloned()
-            .collect();
-        for uid in gone {
-            let pod = self.workers[&uid].tx.borrow().pod.clone();
-            self.update(pod, true, cancel).await;
-        }
-        match self.ctx.cri.list_pod_sandboxes(&[]).await {
-            Ok(sandboxes) => {
-                for s in sandboxes {
-                    let Some(uid) = s.labels.get(labels::POD_UID).cloned() else {
-                        continue;
-                    };
-                    if present.contains(&uid) || self.workers.contains_key(&uid) {
-                        continue;
-                    }
-                    let mut pod = Pod::default();
-                    pod.metadata.uid = Some(uid.clone());
-                    pod.metadata.name = s.labels.get(labels::POD_NAME).cloned();
-                    pod.metadata.namespace = s.labels.get(labels::POD_NAMESPACE).cloned();
-                    tracing::info!(pod.uid = %uid, pod.name = ?pod.metadata.name, "cleaning up orphaned pod sandbox");
-                    self.update(pod, true, cancel).await;
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "listing sandboxes for orphan cleanup failed"),
-        }
-        // Pod directories (volumes, mounts) and with them the pod cgroups of pods that are gone
-        // and have no sandbox left (deckhand stopped between removing a pod's sandbox and its
-        // directory): k/k HandlePodCleanups' cleanupOrphanedPodDirs and
-        // cleanupOrphanedPodCgroups.
-        let dirs = super::cleanup::list_pod_dirs(&self.ctx.root_dir);
-        for uid in
-            super::cleanup::orphaned_pod_dirs(&dirs, &present, |u| self.workers.contains_key(u))
-        {
-            let mut pod = Pod::default();
-            pod.metadata.uid = Some(uid.clone());
-            tracing::info!(pod.uid = %uid, "cleaning up orphaned pod directory");
-            self.update(pod, true, cancel).await;
-        }
-        if let Some(cm) = self.ctx.cgroups {
-            super::cleanup::remove_orphaned_pod_cgroups(cm, &present, |u| {
-                self.workers.contains_key(u)
-            });
-        }
-        self.states.mark_synced();
     }
 }
 

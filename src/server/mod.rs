@@ -146,9 +146,8 @@ pub enum ServerError {
 }
 
 struct State {
-    client: kube::Client,
     cri: CriClient,
-    node: String,
+    pods: pods::PodLookup,
     auth: Auth,
     metrics: metrics::Metrics,
     stats: stats::StatsProvider,
@@ -173,6 +172,7 @@ impl KubeletServer {
         cfg: ServerConfig,
         client: kube::Client,
         cri: CriClient,
+        pods: pods::PodLookup,
     ) -> Result<Self, ServerError> {
         let tls_config = match &cfg.serving {
             Some(serving) => {
@@ -212,9 +212,8 @@ impl KubeletServer {
                 cfg.node_name.clone(),
                 cfg.root_dir.clone(),
             ),
-            client,
             cri,
-            node: cfg.node_name.clone(),
+            pods,
         });
         tracing::info!(%addr, client_ca = ?cfg.client_ca_file, authorization = ?cfg.authorization_mode, "kubelet server listening");
         Ok(KubeletServer {
@@ -385,15 +384,12 @@ impl State {
                 if !get {
                     return method_not_allowed();
                 }
-                match pods::node_pods(&self.client, &self.node).await {
-                    Ok(items) => json(&serde_json::json!({
-                        "kind": "PodList",
-                        "apiVersion": "v1",
-                        "metadata": {},
-                        "items": items,
-                    })),
-                    Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-                }
+                json(&serde_json::json!({
+                    "kind": "PodList",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "items": self.pods.node_pods(),
+                }))
             }
             ["stats", "summary"] | ["stats", "summary", ""] => {
                 if !(get || method == Method::POST) {
@@ -458,23 +454,13 @@ impl State {
                 } else {
                     streaming::Kind::Attach
                 };
-                streaming::exec_or_attach(
-                    kind,
-                    &self.client,
-                    &self.cri,
-                    &self.node,
-                    req,
-                    rest,
-                    &query,
-                )
-                .await
+                streaming::exec_or_attach(kind, &self.pods, &self.cri, req, rest, &query).await
             }
             ["portForward", rest @ ..] => {
                 if !streaming::method_allowed(&method) {
                     return method_not_allowed();
                 }
-                streaming::port_forward(&self.client, &self.cri, &self.node, req, rest, &query)
-                    .await
+                streaming::port_forward(&self.pods, &self.cri, req, rest, &query).await
             }
             _ => not_found(),
         }
@@ -509,15 +495,11 @@ impl State {
             }
             Err(e) => return text(StatusCode::BAD_REQUEST, e.to_string()),
         };
-        let pod = match pods::get_pod(&self.client, &self.node, ns, pod_name).await {
-            Ok(Some(p)) => p,
-            Ok(None) => {
-                return text(
-                    StatusCode::NOT_FOUND,
-                    format!("pod {pod_name:?} does not exist"),
-                )
-            }
-            Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        let Some(pod) = self.pods.get_pod(ns, pod_name) else {
+            return text(
+                StatusCode::NOT_FOUND,
+                format!("pod {pod_name:?} does not exist"),
+            );
         };
         if !pods::has_container(&pod, container) {
             return text(

@@ -158,9 +158,8 @@ pub enum Kind {
 /// Handles `/exec/...` and `/attach/...`.
 pub async fn exec_or_attach(
     kind: Kind,
-    client: &kube::Client,
+    lookup: &pods::PodLookup,
     cri: &CriClient,
-    node: &str,
     req: Request<Incoming>,
     rest: &[&str],
     query: &[(String, String)],
@@ -172,10 +171,8 @@ pub async fn exec_or_attach(
         Ok(o) => o,
         Err(e) => return text(StatusCode::BAD_REQUEST, e),
     };
-    let pod = match pods::get_pod(client, node, &p.namespace, &p.pod).await {
-        Ok(Some(pod)) => pod,
-        Ok(None) => return text(StatusCode::NOT_FOUND, "pod does not exist"),
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    let Some(pod) = lookup.get_pod(&p.namespace, &p.pod) else {
+        return text(StatusCode::NOT_FOUND, "pod does not exist");
     };
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let full_name = format!("{}_{}", p.pod, p.namespace);
@@ -223,9 +220,8 @@ pub async fn exec_or_attach(
 
 /// Handles `/portForward/{ns}/{pod}[/{uid}]`.
 pub async fn port_forward(
-    client: &kube::Client,
+    lookup: &pods::PodLookup,
     cri: &CriClient,
-    node: &str,
     req: Request<Incoming>,
     rest: &[&str],
     query: &[(String, String)],
@@ -241,10 +237,8 @@ pub async fn port_forward(
         Ok(p) => p,
         Err(e) => return text(StatusCode::BAD_REQUEST, e),
     };
-    let pod = match pods::get_pod(client, node, ns, name).await {
-        Ok(Some(pod)) => pod,
-        Ok(None) => return text(StatusCode::NOT_FOUND, "pod does not exist"),
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    let Some(pod) = lookup.get_pod(ns, name) else {
+        return text(StatusCode::NOT_FOUND, "pod does not exist");
     };
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     if want_uid.is_some_and(|u| u != uid) {

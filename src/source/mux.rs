@@ -247,13 +247,15 @@ pub struct MirrorContext {
 /// How often mirror pods are re-checked without a trigger.
 pub const MIRROR_RESYNC: Duration = Duration::from_secs(10);
 
-/// Runs the merge until `cancel`: reads the sources, feeds `out`, manages mirror pods, and fires
-/// `synced` once every source has delivered its first complete list.
+/// Runs the merge until `cancel`: reads the sources, records each merged event in
+/// `pod_manager` and feeds it to `out`, manages mirror pods, and fires `synced` once every
+/// source has delivered its first complete list.
 pub async fn run(
     mut api: Option<mpsc::Receiver<PodEvent>>,
     mut statics: Option<mpsc::Receiver<Vec<Pod>>>,
     out: mpsc::Sender<PodEvent>,
     mirror: Option<MirrorContext>,
+    pod_manager: crate::pod::manager::PodManager,
     synced: oneshot::Sender<()>,
     cancel: CancellationToken,
 ) {
@@ -277,6 +279,7 @@ pub async fn run(
             _ = tick.tick() => vec![],
         };
         for ev in events {
+            pod_manager.apply(&ev);
             if out.send(ev).await.is_err() {
                 return;
             }

@@ -491,6 +491,20 @@ impl StatusManager {
         self.inner.last_written.lock().unwrap().get(uid).cloned()
     }
 
+    /// The newest status this kubelet produced for the pod `uid` (a static pod's own UID):
+    /// queued, else last written on it or on its mirror pod (k/k status manager
+    /// `GetPodStatus`). `None` when there is none yet.
+    pub fn latest(&self, uid: &str) -> Option<PodStatus> {
+        if let Some((_, s)) = self.inner.pending.lock().unwrap().get(uid) {
+            return Some(s.clone());
+        }
+        let written = self.inner.last_written.lock().unwrap();
+        written.get(uid).cloned().or_else(|| {
+            let mirrors = self.inner.mirrors.lock().unwrap();
+            mirrors.get(uid).and_then(|(m, _)| written.get(m).cloned())
+        })
+    }
+
     /// Drops what is cached or queued for a pod that is gone.
     pub fn forget(&self, uid: &str) {
         self.inner.pending.lock().unwrap().remove(uid);

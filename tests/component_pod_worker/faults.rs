@@ -350,3 +350,86 @@ async fn a_deleted_pod_leaves_the_api_after_its_sandbox_is_removed() {
     .await;
     h.stop().await;
 }
+
+/// A sandbox the worker could not remove (every try failed) is not left for the next full list
+/// of the pod sources, which may be hours away: the periodic orphan sweep (k/k
+/// `HandlePodCleanups`, every 2 s) hands it to a new worker, which removes it.
+#[tokio::test(start_paused = true)]
+async fn a_sandbox_left_by_a_failed_cleanup_is_removed_by_the_orphan_sweep() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("leftover", "Always", json!({}));
+    h.synced(&[]).await;
+    h.apply(&p).await;
+    h.status_in_phase("leftover", "Running", Duration::from_secs(10))
+        .await;
+    for _ in 0..5 {
+        h.runtime.inject_error(
+            "RemovePodSandbox",
+            Status::internal("device or resource busy"),
+        );
+    }
+    h.apply(&super::deleted(&p, 1)).await;
+    eventually(
+        Duration::from_secs(30),
+        "the pod deleted in the API",
+        || h.deleted("leftover").then_some(()),
+    )
+    .await;
+    h.remove(&p).await;
+    assert_eq!(h.runtime.count("RemovePodSandbox"), 5, "every try failed");
+    assert_eq!(h.runtime.sandboxes().len(), 1, "the sandbox is left");
+    eventually(
+        Duration::from_secs(10),
+        "the orphan sandbox removed",
+        || h.runtime.sandboxes().is_empty().then_some(()),
+    )
+    .await;
+    assert_eq!(h.runtime.count("RemovePodSandbox"), 6);
+    let uid = p.metadata.uid.clone().unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the orphan's worker forgotten",
+        || h.states.get(&uid).is_none().then_some(()),
+    )
+    .await;
+    // the sweep goes on without finding anything more to do
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(h.runtime.count("RemovePodSandbox"), 6);
+    h.stop().await;
+}
+
+/// A deleted pod's worker is forgotten once the pod object is gone from the API server. It
+/// used to stay for good: the worker finishes when it has deleted the object, before the watch
+/// reports the deletion, and the dispatcher kept every finished worker (its pod state and
+/// resource allocation with it), so the kubelet grew with each pod ever deleted.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_pods_worker_is_forgotten_when_the_pod_leaves_the_api() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("forgotten", "Always", json!({}));
+    let uid = p.metadata.uid.clone().unwrap();
+    h.apply(&p).await;
+    h.status_in_phase("forgotten", "Running", Duration::from_secs(10))
+        .await;
+    h.apply(&super::deleted(&p, 1)).await;
+    eventually(
+        Duration::from_secs(30),
+        "the pod deleted in the API",
+        || h.deleted("forgotten").then_some(()),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        h.states.get(&uid).is_some(),
+        "kept until the watch says the pod is gone"
+    );
+    // a late copy of the deleted pod starts nothing
+    h.apply(&super::deleted(&p, 1)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(h.runtime.count("RunPodSandbox"), 1);
+    h.remove(&p).await;
+    eventually(Duration::from_secs(5), "the worker forgotten", || {
+        h.states.get(&uid).is_none().then_some(())
+    })
+    .await;
+    h.stop().await;
+}

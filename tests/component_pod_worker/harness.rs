@@ -153,6 +153,11 @@ pub(crate) struct Harness {
     pub(crate) cancel: CancellationToken,
     /// A clone of the workers' CRI client (it shares their view of the runtime's reachability).
     pub(crate) cri: deckhand::cri::CriClient,
+    /// The pod manager the merged pod sources would fill ([`Harness::apply`] and
+    /// [`Harness::remove`] keep it up to date).
+    pub(crate) pod_manager: deckhand::pod::manager::PodManager,
+    /// The workers' view of each pod UID (present while a worker has it).
+    pub(crate) states: deckhand::pod::states::PodStates,
     pub(crate) _dir: TempDir,
 }
 
@@ -209,7 +214,9 @@ impl Harness {
         let (pleg, pleg_rx) = mpsc::channel(16);
         let (commands, commands_rx) = mpsc::channel(1);
         drop(commands);
-        let workers = PodWorkers::new(ctx);
+        let pod_manager = deckhand::pod::manager::PodManager::default();
+        let workers = PodWorkers::new(ctx).with_pod_manager(pod_manager.clone());
+        let states = workers.pod_states();
         let c = cancel.clone();
         tokio::spawn(async move { workers.run(pods_rx, pleg_rx, commands_rx, c).await });
         Harness {
@@ -220,6 +227,8 @@ impl Harness {
             exits,
             cancel,
             cri,
+            pod_manager,
+            states,
             _dir: TempDir(dir),
         }
     }
@@ -235,7 +244,28 @@ impl Harness {
             .statuses
             .entry(name)
             .or_insert(status);
-        self.pods.send(PodEvent::Apply(pod.clone())).await.unwrap();
+        self.send(PodEvent::Apply(pod.clone())).await;
+    }
+
+    /// Tells the workers the pod object is gone from the API server (the watch's DELETED).
+    pub(crate) async fn remove(&self, pod: &Pod) {
+        self.send(PodEvent::Delete(pod.clone())).await;
+    }
+
+    /// Tells the workers the pod sources delivered a full list naming `pods`.
+    pub(crate) async fn synced(&self, pods: &[&Pod]) {
+        let uids = pods
+            .iter()
+            .map(|p| p.metadata.uid.clone().unwrap())
+            .collect();
+        self.send(PodEvent::Synced(uids)).await;
+    }
+
+    /// What the pod source merge does with each event: record it in the pod manager, then
+    /// hand it to the workers.
+    async fn send(&self, ev: PodEvent) {
+        self.pod_manager.apply(&ev);
+        self.pods.send(ev).await.unwrap();
     }
 
     /// Tells the workers the runtime changed for `pod` (what PLEG does on a container event).

@@ -1,0 +1,198 @@
+//! Housekeeping of the pod workers: cleaning up what is left of pods that are gone (k/k
+//! `kubelet_pods.go` `HandlePodCleanups`, which the Go kubelet's sync loop runs every 2 s).
+//!
+//! Two triggers:
+//! - a full list from the pod sources ([`PodWorkers::reconcile`]): workers whose pod is no
+//!   longer listed were deleted while the watch was down, and every orphan is cleaned up at
+//!   once;
+//! - every housekeeping period ([`crate::systemd::SyncLoopMonitor::BEAT`], 2 s, as in Go)
+//!   ([`PodWorkers::sweep_orphans`]), against the pod manager's pods: an orphan that a worker
+//!   failed to remove (its runtime was away longer than the worker waited, a busy mount) is
+//!   taken up again without waiting for the next full list, which may be hours away. A
+//!   stubborn orphan is retried every [`ORPHAN_RETRY_PERIOD`], and logged at info only the
+//!   first time, so a leftover the node cannot remove does not flood the log.
+//!
+//! Orphans are: pod sandboxes in the runtime, pod directories under `<root-dir>/pods/` and pod
+//! cgroups whose pod UID is neither a pod the sources deliver (static pods included) nor
+//! handled by a worker.
+
+use super::workers::PodWorkers;
+use crate::cri::labels;
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// How long the periodic sweep waits before cleaning up the same orphan again.
+pub const ORPHAN_RETRY_PERIOD: Duration = Duration::from_secs(60);
+
+/// When each orphan (keyed `sandbox/<uid>`, `dir/<uid>`, `cgroup/<uid>`) was last cleaned up.
+#[derive(Debug, Default)]
+pub struct OrphanRetry {
+    last: HashMap<String, Instant>,
+}
+
+impl OrphanRetry {
+    /// Whether to clean up the orphan `key` at `now`: `Some(true)` the first time it is seen,
+    /// `Some(false)` when [`ORPHAN_RETRY_PERIOD`] has passed since the last attempt or `force`
+    /// (after a full list everything is tried), `None` otherwise. A `Some` records the attempt.
+    pub fn due(&mut self, key: &str, now: Instant, force: bool) -> Option<bool> {
+        let first = match self.last.get(key) {
+            None => true,
+            Some(t) if force || now.duration_since(*t) >= ORPHAN_RETRY_PERIOD => false,
+            Some(_) => return None,
+        };
+        self.last.insert(key.to_string(), now);
+        Some(first)
+    }
+
+    /// Forgets the orphans not in `still` (gone since).
+    pub fn retain(&mut self, still: &HashSet<String>) {
+        self.last.retain(|k, _| still.contains(k));
+    }
+}
+
+impl PodWorkers {
+    /// After a full list (`present`: the UIDs the sources list, static pods included): pods
+    /// with workers that are no longer listed were deleted while the watch was down, and
+    /// orphans were left by pods deleted while deckhand was down. Both are killed and removed.
+    pub(super) async fn reconcile(&mut self, present: HashSet<String>, cancel: &CancellationToken) {
+        for pod in self.worker_pods_not_in(&present) {
+            self.update(pod, true, cancel).await;
+        }
+        self.clean_up_orphans(&present, true, cancel).await;
+        self.states.mark_synced();
+    }
+
+    /// The periodic sweep: orphans against the pod manager's pods, once the sources have
+    /// synced.
+    pub(super) async fn sweep_orphans(&mut self, cancel: &CancellationToken) {
+        if !self.states.synced() {
+            return;
+        }
+        let Some(present) = self.pod_manager.as_ref().and_then(|m| m.uids_when_synced()) else {
+            return;
+        };
+        // Finished workers of pods the sources no longer have (their deletion was missed):
+        // forgotten, as k/k `SyncKnownPods` does for pods the pod manager does not know.
+        for uid in self.finished_workers() {
+            if !present.contains(&uid) {
+                self.forget_worker(&uid);
+            }
+        }
+        self.clean_up_orphans(&present, false, cancel).await;
+    }
+
+    /// Hands each orphan sandbox and directory to a worker that removes it, and removes orphan
+    /// cgroups (k/k `HandlePodCleanups`: `killPod` of runtime pods not known,
+    /// `cleanupOrphanedPodDirs`, `cleanupOrphanedPodCgroups`).
+    async fn clean_up_orphans(
+        &mut self,
+        present: &HashSet<String>,
+        force: bool,
+        cancel: &CancellationToken,
+    ) {
+        let now = Instant::now();
+        let mut seen = HashSet::new();
+        match self.ctx.cri.list_pod_sandboxes(&[]).await {
+            Ok(sandboxes) => {
+                for s in sandboxes {
+                    let Some(uid) = s.labels.get(labels::POD_UID).cloned() else {
+                        continue;
+                    };
+                    if present.contains(&uid) || self.has_worker(&uid) {
+                        continue;
+                    }
+                    let key = format!("sandbox/{uid}");
+                    seen.insert(key.clone());
+                    let Some(first) = self.orphan_retry.due(&key, now, force) else {
+                        continue;
+                    };
+                    let mut pod = Pod::default();
+                    pod.metadata.uid = Some(uid.clone());
+                    pod.metadata.name = s.labels.get(labels::POD_NAME).cloned();
+                    pod.metadata.namespace = s.labels.get(labels::POD_NAMESPACE).cloned();
+                    if first {
+                        tracing::info!(pod.uid = %uid, pod.name = ?pod.metadata.name, "cleaning up orphaned pod sandbox");
+                    } else {
+                        tracing::debug!(pod.uid = %uid, "cleaning up orphaned pod sandbox again");
+                    }
+                    self.update(pod, true, cancel).await;
+                }
+            }
+            // During a runtime outage every sweep would fail: the outage is logged elsewhere.
+            Err(e) if !force || e.is_unreachable() => {
+                tracing::debug!(error = %e, "listing sandboxes for orphan cleanup failed")
+            }
+            Err(e) => tracing::warn!(error = %e, "listing sandboxes for orphan cleanup failed"),
+        }
+        // Pod directories (volumes, mounts) and with them the pod cgroups of pods that are gone
+        // and have no sandbox left (deckhand stopped between removing a pod's sandbox and its
+        // directory).
+        let dirs = super::cleanup::list_pod_dirs(&self.ctx.root_dir);
+        for uid in super::cleanup::orphaned_pod_dirs(&dirs, present, |u| self.has_worker(u)) {
+            let key = format!("dir/{uid}");
+            seen.insert(key.clone());
+            let Some(first) = self.orphan_retry.due(&key, now, force) else {
+                continue;
+            };
+            if first {
+                tracing::info!(pod.uid = %uid, "cleaning up orphaned pod directory");
+            } else {
+                tracing::debug!(pod.uid = %uid, "cleaning up orphaned pod directory again");
+            }
+            let mut pod = Pod::default();
+            pod.metadata.uid = Some(uid);
+            self.update(pod, true, cancel).await;
+        }
+        if let Some(cm) = self.ctx.cgroups {
+            let mut due = Vec::new();
+            for uid in super::cleanup::orphaned_pod_dirs(&cm.list_pod_cgroups(), present, |u| {
+                self.has_worker(u)
+            }) {
+                let key = format!("cgroup/{uid}");
+                seen.insert(key.clone());
+                if let Some(first) = self.orphan_retry.due(&key, now, force) {
+                    due.push((uid, first));
+                }
+            }
+            super::cleanup::remove_orphaned_pod_cgroups(cm, due);
+        }
+        self.orphan_retry.retain(&seen);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_orphan_is_retried_once_a_period_unless_forced() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        // (seconds after t0, force, expected)
+        let steps: [(u64, bool, Option<bool>); 6] = [
+            (0, false, Some(true)),
+            (2, false, None),
+            (59, false, None),
+            (60, false, Some(false)),
+            (62, true, Some(false)),
+            (64, false, None),
+        ];
+        let mut r = OrphanRetry::default();
+        for (at, force, want) in steps {
+            assert_eq!(
+                r.due("sandbox/u", t0 + s(at), force),
+                want,
+                "at {at} s, force {force}"
+            );
+        }
+        // another orphan is independent
+        assert_eq!(r.due("dir/u", t0 + s(64), false), Some(true));
+        // gone and back: first again
+        r.retain(&["dir/u".to_string()].into());
+        assert_eq!(r.due("sandbox/u", t0 + s(65), false), Some(true));
+        assert_eq!(r.due("dir/u", t0 + s(65), false), None);
+    }
+}

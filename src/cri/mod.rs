@@ -10,6 +10,7 @@
 pub mod fake;
 pub mod labels;
 pub mod reachability;
+pub mod stuck_task;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -204,6 +205,8 @@ pub fn channel(endpoint: &str) -> Result<Channel> {
 pub struct CriClient {
     runtime: RuntimeServiceClient<Channel>,
     image: ImageServiceClient<Channel>,
+    /// The same channel, for containerd's own task service ([`stuck_task`]).
+    channel: Channel,
     /// Default deadline for short calls (not pulls, not StopContainer).
     timeout: Duration,
     /// Whether the runtime answers, from every call's outcome.
@@ -252,7 +255,8 @@ impl CriClient {
     pub fn from_channel(ch: Channel) -> Self {
         Self {
             runtime: RuntimeServiceClient::new(ch.clone()),
-            image: ImageServiceClient::new(ch),
+            image: ImageServiceClient::new(ch.clone()),
+            channel: ch,
             timeout: Duration::from_secs(120),
             reachability: Default::default(),
         }
@@ -547,8 +551,25 @@ impl CriClient {
         .map(|_: api::StopContainerResponse| ())
     }
 
-    /// `RemoveContainer`.
+    /// `RemoveContainer`. A container whose task containerd left half-started (see
+    /// [`stuck_task`]) is refused with "cannot delete running task": its task is then killed
+    /// and deleted through containerd's task service, and the removal tried once more.
     pub async fn remove_container(&self, id: &str) -> Result<()> {
+        match self.remove_container_once(id).await {
+            Err(CriError::Rpc { code, message, .. })
+                if stuck_task::is_stuck_task(code, &message) =>
+            {
+                tracing::info!(container.id = %id, "the container's task was left half-started by the runtime; killing it");
+                if let Err(s) = stuck_task::kill_task(self.channel.clone(), id).await {
+                    tracing::warn!(container.id = %id, error = %s, "killing the half-started task failed");
+                }
+                self.remove_container_once(id).await
+            }
+            r => r,
+        }
+    }
+
+    async fn remove_container_once(&self, id: &str) -> Result<()> {
         call!(
             self,
             runtime,

@@ -101,11 +101,16 @@ impl PodWorkers {
                     let Some(uid) = s.labels.get(labels::POD_UID).cloned() else {
                         continue;
                     };
-                    if present.contains(&uid) || self.has_worker(&uid) {
+                    if present.contains(&uid) {
                         continue;
                     }
+                    // remembered while a worker removes it, so that a failed removal is
+                    // retried after ORPHAN_RETRY_PERIOD, not at the next sweep
                     let key = format!("sandbox/{uid}");
                     seen.insert(key.clone());
+                    if self.has_worker(&uid) {
+                        continue;
+                    }
                     let Some(first) = self.orphan_retry.due(&key, now, force) else {
                         continue;
                     };
@@ -131,9 +136,12 @@ impl PodWorkers {
         // and have no sandbox left (deckhand stopped between removing a pod's sandbox and its
         // directory).
         let dirs = super::cleanup::list_pod_dirs(&self.ctx.root_dir);
-        for uid in super::cleanup::orphaned_pod_dirs(&dirs, present, |u| self.has_worker(u)) {
+        for uid in super::cleanup::orphaned_pod_dirs(&dirs, present, |_| false) {
             let key = format!("dir/{uid}");
             seen.insert(key.clone());
+            if self.has_worker(&uid) {
+                continue;
+            }
             let Some(first) = self.orphan_retry.due(&key, now, force) else {
                 continue;
             };
@@ -148,11 +156,13 @@ impl PodWorkers {
         }
         if let Some(cm) = self.ctx.cgroups {
             let mut due = Vec::new();
-            for uid in super::cleanup::orphaned_pod_dirs(&cm.list_pod_cgroups(), present, |u| {
-                self.has_worker(u)
-            }) {
+            for uid in super::cleanup::orphaned_pod_dirs(&cm.list_pod_cgroups(), present, |_| false)
+            {
                 let key = format!("cgroup/{uid}");
                 seen.insert(key.clone());
+                if self.has_worker(&uid) {
+                    continue;
+                }
                 if let Some(first) = self.orphan_retry.due(&key, now, force) {
                     due.push((uid, first));
                 }

@@ -135,9 +135,33 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// manager `updateStatusInternal`): `startTime` once set, and each condition's
 /// `lastTransitionTime` while its status did not change. A pod worker generates statuses from
 /// the pod object it started the sync with, which may not show the statuses queued since.
+///
+/// Also each container's `restartCount` never goes down (issue 14: "restartCount never goes
+/// back"). The count comes from the newest container the runtime still has; when that is gone
+/// and an older one is left (the garbage collector removed the newer ones of a terminating pod
+/// while containerd kept a half-started first attempt it would not remove), the count read
+/// from it is lower than the one already reported. The Go kubelet keeps the old count for
+/// containers the runtime lost (`convertToAPIContainerStatuses`); this keeps it in every case.
 pub fn carry_over(old: &PodStatus, new: &mut PodStatus) {
     if old.start_time.is_some() {
         new.start_time = old.start_time.clone();
+    }
+    for (old_list, new_list) in [
+        (&old.container_statuses, &mut new.container_statuses),
+        (
+            &old.init_container_statuses,
+            &mut new.init_container_statuses,
+        ),
+        (
+            &old.ephemeral_container_statuses,
+            &mut new.ephemeral_container_statuses,
+        ),
+    ] {
+        for c in new_list.iter_mut().flatten() {
+            if let Some(o) = old_list.iter().flatten().find(|o| o.name == c.name) {
+                c.restart_count = c.restart_count.max(o.restart_count);
+            }
+        }
     }
     let old_conditions = old.conditions.as_deref().unwrap_or(&[]);
     for c in new.conditions.iter_mut().flatten() {
@@ -649,6 +673,41 @@ mod tests {
         };
         carry_over(&PodStatus::default(), &mut fresh);
         assert_eq!(fresh.start_time, Some(t(5)));
+    }
+
+    #[test]
+    fn restart_counts_never_go_down() {
+        use k8s_openapi::api::core::v1::ContainerStatus;
+        let cs = |name: &str, n: i32| ContainerStatus {
+            name: name.into(),
+            restart_count: n,
+            ..Default::default()
+        };
+        // (old count, new count, expected)
+        for (o, n, want) in [(3, 0, 3), (3, 4, 4), (0, 0, 0), (2, 2, 2)] {
+            let old = PodStatus {
+                container_statuses: Some(vec![cs("main", o), cs("side", 7)]),
+                init_container_statuses: Some(vec![cs("init", o)]),
+                ..Default::default()
+            };
+            let mut new = PodStatus {
+                container_statuses: Some(vec![cs("main", n), cs("other", 1)]),
+                init_container_statuses: Some(vec![cs("init", n)]),
+                ..Default::default()
+            };
+            carry_over(&old, &mut new);
+            let got = new.container_statuses.as_ref().unwrap();
+            assert_eq!(got[0].restart_count, want, "main {o} -> {n}");
+            assert_eq!(
+                got[1].restart_count, 1,
+                "a container the old status lacks keeps its own"
+            );
+            assert_eq!(
+                new.init_container_statuses.as_ref().unwrap()[0].restart_count,
+                want,
+                "init {o} -> {n}"
+            );
+        }
     }
 
     /// Standalone: nothing is queued, the status is kept at once.

@@ -353,7 +353,8 @@ async fn a_deleted_pod_leaves_the_api_after_its_sandbox_is_removed() {
 
 /// A sandbox the worker could not remove (every try failed) is not left for the next full list
 /// of the pod sources, which may be hours away: the periodic orphan sweep (k/k
-/// `HandlePodCleanups`, every 2 s) hands it to a new worker, which removes it.
+/// `HandlePodCleanups`, every 2 s) hands it to a new worker. One that fails again is retried
+/// once a minute (ORPHAN_RETRY_PERIOD), not at every sweep.
 #[tokio::test(start_paused = true)]
 async fn a_sandbox_left_by_a_failed_cleanup_is_removed_by_the_orphan_sweep() {
     let h = Harness::start(fake_runtime()).await;
@@ -362,39 +363,45 @@ async fn a_sandbox_left_by_a_failed_cleanup_is_removed_by_the_orphan_sweep() {
     h.apply(&p).await;
     h.status_in_phase("leftover", "Running", Duration::from_secs(10))
         .await;
-    for _ in 0..5 {
+    // the pod's worker tries 5 times, the sweep's first worker 5 more
+    for _ in 0..10 {
         h.runtime.inject_error(
             "RemovePodSandbox",
             Status::internal("device or resource busy"),
         );
     }
     h.apply(&super::deleted(&p, 1)).await;
-    eventually(
-        Duration::from_secs(30),
-        "the pod deleted in the API",
-        || h.deleted("leftover").then_some(()),
-    )
+    eventually(Duration::from_secs(30), "the pod deleted in the API", || {
+        h.deleted("leftover").then_some(())
+    })
     .await;
     h.remove(&p).await;
     assert_eq!(h.runtime.count("RemovePodSandbox"), 5, "every try failed");
     assert_eq!(h.runtime.sandboxes().len(), 1, "the sandbox is left");
-    eventually(
-        Duration::from_secs(10),
-        "the orphan sandbox removed",
-        || h.runtime.sandboxes().is_empty().then_some(()),
-    )
+    eventually(Duration::from_secs(20), "the sweep's worker tried too", || {
+        (h.runtime.count("RemovePodSandbox") == 10).then_some(())
+    })
     .await;
-    assert_eq!(h.runtime.count("RemovePodSandbox"), 6);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        h.runtime.count("RemovePodSandbox"),
+        10,
+        "not retried at every sweep"
+    );
+    assert_eq!(h.runtime.sandboxes().len(), 1);
+    eventually(Duration::from_secs(60), "the orphan sandbox removed", || {
+        h.runtime.sandboxes().is_empty().then_some(())
+    })
+    .await;
+    assert_eq!(h.runtime.count("RemovePodSandbox"), 11);
     let uid = p.metadata.uid.clone().unwrap();
-    eventually(
-        Duration::from_secs(10),
-        "the orphan's worker forgotten",
-        || h.states.get(&uid).is_none().then_some(()),
-    )
+    eventually(Duration::from_secs(10), "the orphan's worker forgotten", || {
+        h.states.get(&uid).is_none().then_some(())
+    })
     .await;
     // the sweep goes on without finding anything more to do
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    assert_eq!(h.runtime.count("RemovePodSandbox"), 6);
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(h.runtime.count("RemovePodSandbox"), 11);
     h.stop().await;
 }
 

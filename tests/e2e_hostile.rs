@@ -10,7 +10,7 @@ mod common;
 use common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -326,19 +326,19 @@ struct Session {
     ready: Arc<AtomicBool>,
 }
 
+/// The exec session: `ready` once started, then `cat` echoes what it is sent.
+const EXEC_CAT: &[&str] = &[
+    "exec",
+    "-i",
+    "talker",
+    "--",
+    "sh",
+    "-c",
+    "echo ready; exec cat",
+];
+
 fn open_session(ns: &str, args: &[&str], marker: &'static str) -> Session {
-    let env = env();
-    let mut child = Command::new(env.kubectl_bin())
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig())
-        .arg("-n")
-        .arg(ns)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting kubectl");
+    let mut child = kubectl_spawn(ns, args, Stdio::piped(), Stdio::null());
     let ready = Arc::new(AtomicBool::new(false));
     let out = child.stdout.take().unwrap();
     let r = ready.clone();
@@ -376,19 +376,7 @@ async fn a_hundred_streaming_sessions_leave_no_descriptor_or_thread_behind() {
     // the baseline
     for mut s in [
         open_session(&ns.name, &["logs", "-f", "talker"], "tick"),
-        open_session(
-            &ns.name,
-            &[
-                "exec",
-                "-i",
-                "talker",
-                "--",
-                "sh",
-                "-c",
-                "echo ready; exec cat",
-            ],
-            "ready",
-        ),
+        open_session(&ns.name, EXEC_CAT, "ready"),
     ] {
         poll(
             Duration::from_secs(30),
@@ -410,19 +398,7 @@ async fn a_hundred_streaming_sessions_leave_no_descriptor_or_thread_behind() {
         let s = if i % 2 == 0 {
             open_session(&ns.name, &["logs", "-f", "talker", "--tail=1"], "tick")
         } else {
-            open_session(
-                &ns.name,
-                &[
-                    "exec",
-                    "-i",
-                    "talker",
-                    "--",
-                    "sh",
-                    "-c",
-                    "echo ready; exec cat",
-                ],
-                "ready",
-            )
+            open_session(&ns.name, EXEC_CAT, "ready")
         };
         sessions.push(s);
     }

@@ -44,18 +44,7 @@ fn k_ok(ns: &str, args: &[&str]) -> String {
 
 /// Starts `kubectl -n ns args...` with stdout collected in the background.
 fn k_spawn(ns: &str, args: &[&str]) -> (Child, Arc<Mutex<Vec<u8>>>) {
-    let env = env();
-    let mut child = Command::new(env.kubectl_bin())
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig())
-        .arg("-n")
-        .arg(ns)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting kubectl");
+    let mut child = kubectl_spawn(ns, args, Stdio::null(), Stdio::piped());
     let buf = Arc::new(Mutex::new(Vec::new()));
     let mut stdout = child.stdout.take().unwrap();
     let b = buf.clone();
@@ -560,13 +549,9 @@ async fn exec_exit_code_and_stdin() {
     );
 
     // stdin through -i
-    let env = env();
-    let mut child = Command::new(env.kubectl_bin())
-        .args([
-            "--kubeconfig",
-            env.kubeconfig(),
-            "-n",
-            &ns.name,
+    let mut child = kubectl_spawn(
+        &ns.name,
+        &[
             "exec",
             "-i",
             "sleeper",
@@ -574,12 +559,10 @@ async fn exec_exit_code_and_stdin() {
             "sh",
             "-c",
             "tr a-z A-Z; echo done",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        Stdio::piped(),
+        Stdio::piped(),
+    );
     child
         .stdin
         .take()
@@ -638,24 +621,12 @@ async fn port_forward_reaches_httpd() {
     ))
     .await;
     wait_running(&ns.pods(), "web").await;
-    let env = env();
-    let mut child = Command::new(env.kubectl_bin())
-        .args([
-            "--kubeconfig",
-            env.kubeconfig(),
-            "-n",
-            &ns.name,
-            "port-forward",
-            "--address",
-            "127.0.0.1",
-            "pod/web",
-            ":8080",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = kubectl_spawn(
+        &ns.name,
+        &["port-forward", "--address", "127.0.0.1", "pod/web", ":8080"],
+        Stdio::null(),
+        Stdio::piped(),
+    );
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

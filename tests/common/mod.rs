@@ -9,7 +9,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -150,6 +150,25 @@ pub fn kubectl(args: &[&str]) -> String {
         out.stderr
     );
     out.stdout
+}
+
+/// Starts `kubectl -n ns args...` with the admin kubeconfig and stdout piped, for a session the
+/// test reads while it runs (`logs -f`, `exec -i`, `attach`, `port-forward`); the test ends it
+/// (kill, or close stdin). `stdin` piped keeps an `exec -i` session open; `stderr` as the caller
+/// wants it.
+pub fn kubectl_spawn(ns: &str, args: &[&str], stdin: Stdio, stderr: Stdio) -> Child {
+    let env = env();
+    Command::new(env.kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig())
+        .arg("-n")
+        .arg(ns)
+        .args(args)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("starting kubectl")
 }
 
 /// Runs crictl against the cluster's CRI endpoint; panics unless it succeeds; returns stdout.

@@ -1,0 +1,330 @@
+//! An in-memory container runtime for component tests (as cri-api's `fake_runtime_service.go`
+//! and `fake_image_service.go` are for the Go kubelet): [`FakeRuntime`] serves the CRI v1
+//! RuntimeService and ImageService from memory, and [`FakeRuntime::client`] connects a real
+//! [`CriClient`] to it over an in-process channel, so the code under test runs unchanged,
+//! error mapping and deadlines included.
+//!
+//! What it models: sandboxes (ready or not, an IP from 10.88.0.0/16), containers (created,
+//! running, exited, with exit codes and times), images (present or pulled), `StopContainer`
+//! honouring its timeout for a container that ignores the stop signal, `ExecSync` that may hang
+//! (a preStop hook that never returns), exit injection, per-method error injection, and a
+//! record of every call. Calls deckhand does not make answer `Unimplemented`, as an older
+//! runtime would.
+//!
+//! The CRI services are in `server`, the test controls ([`FakeRuntime::inject_error`],
+//! [`FakeRuntime::exit`], ...) in `control`.
+
+use super::api::{self, image_service_server, runtime_service_server};
+use super::CriClient;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tonic::Status;
+
+mod control;
+mod server;
+
+/// One sandbox as the fake holds it.
+#[derive(Debug, Clone)]
+pub struct FakeSandbox {
+    /// Runtime id.
+    pub id: String,
+    /// The config it was created with.
+    pub config: api::PodSandboxConfig,
+    /// SANDBOX_READY until stopped.
+    pub ready: bool,
+    /// Creation time, nanoseconds since the epoch.
+    pub created_at: i64,
+    /// Pod IP.
+    pub ip: String,
+}
+
+/// One container as the fake holds it.
+#[derive(Debug, Clone)]
+pub struct FakeContainer {
+    /// Runtime id.
+    pub id: String,
+    /// The sandbox it belongs to.
+    pub sandbox_id: String,
+    /// The config it was created with.
+    pub config: api::ContainerConfig,
+    /// CREATED, RUNNING or EXITED.
+    pub state: api::ContainerState,
+    /// Nanoseconds since the epoch (0: not yet).
+    pub created_at: i64,
+    /// Nanoseconds since the epoch (0: not yet).
+    pub started_at: i64,
+    /// Nanoseconds since the epoch (0: not yet).
+    pub finished_at: i64,
+    /// Exit code once exited.
+    pub exit_code: i32,
+    /// Why it exited (`Completed`, `Error`).
+    pub reason: String,
+    /// The process exited with this code at this time (nanoseconds) but the CRI view does not
+    /// show it yet, as containerd's CRI plugin lags its own exit event
+    /// ([`FakeRuntime::exit_unconfirmed`]); a stop then finds the task gone and the container
+    /// keeps this exit.
+    pub pending_exit: Option<(i32, i64)>,
+}
+
+impl FakeSandbox {
+    /// The CRI state code.
+    fn state(&self) -> i32 {
+        if self.ready {
+            api::PodSandboxState::SandboxReady as i32
+        } else {
+            api::PodSandboxState::SandboxNotready as i32
+        }
+    }
+}
+
+impl FakeContainer {
+    /// The image reference CRI reports (the image as created).
+    fn image_ref(&self) -> String {
+        self.config
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .unwrap_or_default()
+    }
+
+    /// The container's spec name (CRI metadata).
+    pub fn name(&self) -> &str {
+        self.config
+            .metadata
+            .as_ref()
+            .map(|m| m.name.as_str())
+            .unwrap_or("")
+    }
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    sandboxes: BTreeMap<String, FakeSandbox>,
+    containers: BTreeMap<String, FakeContainer>,
+    images: BTreeMap<String, api::Image>,
+    calls: Vec<String>,
+    errors: HashMap<String, VecDeque<Status>>,
+    /// CRI methods that take this long before answering.
+    delays: HashMap<String, Duration>,
+    /// Container names whose instances ignore the stop signal (they only die on SIGKILL, when
+    /// StopContainer's timeout has run out).
+    ignore_stop_signal: HashSet<String>,
+    /// Container names whose ExecSync never returns by itself (it waits for its timeout).
+    hanging_exec: HashSet<String>,
+    /// Container names whose ExecSync commands exit with this code (0 when absent).
+    exec_exit: HashMap<String, i32>,
+}
+
+/// The fake runtime. Cheap to clone (one shared state).
+#[derive(Clone)]
+pub struct FakeRuntime {
+    state: Arc<Mutex<State>>,
+    clock: Arc<dyn crate::time::Clock>,
+}
+
+impl Default for FakeRuntime {
+    fn default() -> Self {
+        FakeRuntime {
+            state: Arc::default(),
+            clock: Arc::new(crate::time::SystemClock),
+        }
+    }
+}
+
+impl FakeRuntime {
+    /// An empty runtime (no sandboxes, containers or images).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty runtime whose timestamps (created, started, finished) come from `clock`, e.g.
+    /// a [`crate::time::TokioClock`] shared with the code under test, so paused time moves both.
+    pub fn with_clock(clock: Arc<dyn crate::time::Clock>) -> Self {
+        FakeRuntime {
+            clock,
+            ..Self::default()
+        }
+    }
+
+    /// The clock the fake's timestamps come from (share it with the code under test).
+    pub fn clock(&self) -> Arc<dyn crate::time::Clock> {
+        self.clock.clone()
+    }
+
+    fn now_nanos(&self) -> i64 {
+        self.clock.now().as_nanosecond() as i64
+    }
+
+    /// A [`CriClient`] connected to this runtime over an in-process channel.
+    pub async fn client(&self) -> CriClient {
+        let (client_io, server_io) = tokio::io::duplex(1 << 20);
+        let runtime = runtime_service_server::RuntimeServiceServer::new(self.clone());
+        let images = image_service_server::ImageServiceServer::new(self.clone());
+        tokio::spawn(async move {
+            let incoming = tokio_stream::once(Ok::<_, std::io::Error>(server_io));
+            let _ = tonic::transport::Server::builder()
+                .add_service(runtime)
+                .add_service(images)
+                .serve_with_incoming(incoming)
+                .await;
+        });
+        let io = Arc::new(tokio::sync::Mutex::new(Some(client_io)));
+        let channel = tonic::transport::Endpoint::from_static("http://fake.runtime")
+            .connect_with_connector(tower::service_fn(move |_: http::Uri| {
+                let io = io.clone();
+                async move {
+                    let io = io.lock().await.take().ok_or_else(|| {
+                        std::io::Error::other("the fake runtime's channel reconnects only once")
+                    })?;
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(io))
+                }
+            }))
+            .await
+            .expect("connecting to the in-process fake runtime");
+        CriClient::from_channel(channel)
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.state.lock().unwrap())
+    }
+
+    /// Records `method`, waits out a delay set for it ([`FakeRuntime::delay`]), and returns an
+    /// injected error for it, if one is queued.
+    async fn enter(&self, method: &str) -> Result<(), Status> {
+        let delay = self.with(|s| {
+            s.calls.push(method.to_string());
+            s.delays.get(method).copied()
+        });
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
+        self.with(
+            |s| match s.errors.get_mut(method).and_then(VecDeque::pop_front) {
+                Some(e) => Err(e),
+                None => Ok(()),
+            },
+        )
+    }
+
+    fn next_id(s: &mut State) -> String {
+        s.next_id += 1;
+        format!("{:064x}", s.next_id)
+    }
+
+    fn kill(c: &mut FakeContainer, code: i32, now: i64) {
+        if c.state == api::ContainerState::ContainerRunning {
+            c.state = api::ContainerState::ContainerExited;
+            if let Some((code, at)) = c.pending_exit.take() {
+                // the process had exited already: the stop finds nothing to kill
+                c.finished_at = at;
+                c.exit_code = code;
+                c.reason = if code == 0 { "Completed" } else { "Error" }.into();
+                return;
+            }
+            c.finished_at = now;
+            c.exit_code = code;
+            c.reason = "Error".into();
+        }
+    }
+
+    fn not_found(what: &str, id: &str) -> Status {
+        Status::not_found(format!(
+            "an error occurred when try to find {what} {id:?}: not found"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox_config(uid: &str) -> api::PodSandboxConfig {
+        api::PodSandboxConfig {
+            metadata: Some(api::PodSandboxMetadata {
+                name: "p".into(),
+                uid: uid.into(),
+                namespace: "ns".into(),
+                attempt: 0,
+            }),
+            labels: HashMap::from([(super::super::labels::POD_UID.to_string(), uid.to_string())]),
+            ..Default::default()
+        }
+    }
+
+    /// The real client reaches the fake: a sandbox and a container go through their states,
+    /// label filters apply, injected errors come back as the client's typed errors, and calls
+    /// the fake does not model answer Unimplemented.
+    #[tokio::test]
+    async fn the_cri_client_drives_the_fake_runtime() {
+        let fake = FakeRuntime::new();
+        let cri = fake.client().await;
+        assert_eq!(cri.version().await.unwrap().runtime_name, "fake");
+        let sb = cri.run_pod_sandbox(sandbox_config("u1")).await.unwrap();
+        cri.run_pod_sandbox(sandbox_config("u2")).await.unwrap();
+        let mine = cri
+            .list_pod_sandboxes(&[(super::super::labels::POD_UID, "u1")])
+            .await
+            .unwrap();
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0].id, sb);
+        let cfg = api::ContainerConfig {
+            metadata: Some(api::ContainerMetadata {
+                name: "main".into(),
+                attempt: 0,
+            }),
+            ..Default::default()
+        };
+        let id = cri
+            .create_container(&sb, cfg, sandbox_config("u1"))
+            .await
+            .unwrap();
+        cri.start_container(&id).await.unwrap();
+        assert!(fake.running("main").is_some());
+        fake.exit(&id, 3);
+        let st = cri.container_status(&id).await.unwrap();
+        assert_eq!(st.state, api::ContainerState::ContainerExited as i32);
+        assert_eq!(st.exit_code, 3);
+        fake.inject_error("StopPodSandbox", Status::unavailable("busy"));
+        assert!(cri.stop_pod_sandbox(&sb).await.is_err());
+        cri.stop_pod_sandbox(&sb).await.unwrap();
+        let st = cri.pod_sandbox_status(&sb).await.unwrap();
+        assert_eq!(st.state, api::PodSandboxState::SandboxNotready as i32);
+        assert!(cri
+            .container_status("nope")
+            .await
+            .unwrap_err()
+            .is_not_found());
+        assert!(
+            cri.reopen_container_log(&id).await.is_err(),
+            "not modelled: Unimplemented"
+        );
+        assert_eq!(fake.count("RunPodSandbox"), 2);
+    }
+
+    /// A container that ignores the stop signal dies when StopContainer's timeout runs out.
+    #[tokio::test(start_paused = true)]
+    async fn a_stubborn_container_is_killed_when_the_stop_timeout_runs_out() {
+        let fake = FakeRuntime::new();
+        let cri = fake.client().await;
+        fake.ignore_stop_signal("main");
+        let sb = cri.run_pod_sandbox(sandbox_config("u1")).await.unwrap();
+        let cfg = api::ContainerConfig {
+            metadata: Some(api::ContainerMetadata {
+                name: "main".into(),
+                attempt: 0,
+            }),
+            ..Default::default()
+        };
+        let id = cri
+            .create_container(&sb, cfg, sandbox_config("u1"))
+            .await
+            .unwrap();
+        cri.start_container(&id).await.unwrap();
+        let started = tokio::time::Instant::now();
+        cri.stop_container(&id, 30).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_secs(30));
+        assert_eq!(cri.container_status(&id).await.unwrap().exit_code, 137);
+    }
+}

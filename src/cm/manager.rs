@@ -57,6 +57,20 @@ pub struct CgroupManager {
     pod_pids_limit: Option<i64>,
 }
 
+/// The host's cgroup hierarchy (`cgroups_rs::hierarchies::auto`), with cgroup v1's mount table
+/// read once: `auto` parses `/proc/self/mountinfo` on every call, which every cgroup operation
+/// made (about once a second on an idle node, from the housekeeping sweep and the eviction
+/// manager), and the cgroup mounts do not change while deckhand runs.
+fn host_hierarchy() -> Box<dyn cgroups_rs::Hierarchy> {
+    use cgroups_rs::hierarchies::{is_cgroup2_unified_mode, V1, V2};
+    static V1_MOUNTS: std::sync::OnceLock<V1> = std::sync::OnceLock::new();
+    if is_cgroup2_unified_mode() {
+        Box::new(V2::new())
+    } else {
+        Box::new(V1_MOUNTS.get_or_init(V1::new).clone())
+    }
+}
+
 impl Default for CgroupManager {
     fn default() -> Self {
         CgroupManager::new(CgroupDriver::Cgroupfs)
@@ -67,7 +81,7 @@ impl CgroupManager {
     /// A manager for `driver` on the host's cgroup hierarchy.
     pub fn new(driver: CgroupDriver) -> Self {
         CgroupManager {
-            hierarchy: cgroups_rs::hierarchies::auto,
+            hierarchy: host_hierarchy,
             driver,
             pod_pids_limit: None,
         }

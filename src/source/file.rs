@@ -308,8 +308,10 @@ pub async fn run(
     loop {
         if watcher.is_none() && dir.is_dir() {
             let wake = wake_tx.clone();
-            match notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
-                let _ = wake.send(());
+            match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+                if res.as_ref().map_or(true, |ev| changes_directory(&ev.kind)) {
+                    let _ = wake.send(());
+                }
             }) {
                 Ok(mut w) => match w.watch(&dir, notify::RecursiveMode::NonRecursive) {
                     Ok(()) => watcher = Some(w),
@@ -377,9 +379,52 @@ pub async fn run(
     }
 }
 
+/// Whether an inotify event on the static pod directory can change what it holds: a file
+/// created, written, renamed or removed (or an event inotify could not classify). Opening and
+/// reading files is not: the scan itself opens the directory and each manifest, and reacting to
+/// those events re-scanned the directory about five times a second, for good, on every node
+/// with a static pod path (most of deckhand's idle CPU).
+pub fn changes_directory(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_events_that_change_the_directory_wake_the_scan() {
+        use notify::event::{
+            AccessKind, AccessMode, CreateKind, DataChange, EventKind, ModifyKind, RemoveKind,
+            RenameMode,
+        };
+        let cases = [
+            (EventKind::Access(AccessKind::Open(AccessMode::Any)), false),
+            (EventKind::Access(AccessKind::Read), false),
+            (
+                EventKind::Access(AccessKind::Close(AccessMode::Read)),
+                false,
+            ),
+            (
+                EventKind::Access(AccessKind::Close(AccessMode::Write)),
+                true,
+            ),
+            (EventKind::Create(CreateKind::File), true),
+            (EventKind::Modify(ModifyKind::Data(DataChange::Any)), true),
+            (EventKind::Modify(ModifyKind::Name(RenameMode::To)), true),
+            (EventKind::Remove(RemoveKind::File), true),
+            (EventKind::Any, true),
+            (EventKind::Other, true),
+        ];
+        for (kind, want) in cases {
+            assert_eq!(changes_directory(&kind), want, "{kind:?}");
+        }
+    }
 
     const MANIFEST: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n    command: [sleep, '3600']\n";
 

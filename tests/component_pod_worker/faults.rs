@@ -371,16 +371,20 @@ async fn a_sandbox_left_by_a_failed_cleanup_is_removed_by_the_orphan_sweep() {
         );
     }
     h.apply(&super::deleted(&p, 1)).await;
-    eventually(Duration::from_secs(30), "the pod deleted in the API", || {
-        h.deleted("leftover").then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "the pod deleted in the API",
+        || h.deleted("leftover").then_some(()),
+    )
     .await;
     h.remove(&p).await;
     assert_eq!(h.runtime.count("RemovePodSandbox"), 5, "every try failed");
     assert_eq!(h.runtime.sandboxes().len(), 1, "the sandbox is left");
-    eventually(Duration::from_secs(20), "the sweep's worker tried too", || {
-        (h.runtime.count("RemovePodSandbox") == 10).then_some(())
-    })
+    eventually(
+        Duration::from_secs(20),
+        "the sweep's worker tried too",
+        || (h.runtime.count("RemovePodSandbox") == 10).then_some(()),
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(
@@ -389,15 +393,19 @@ async fn a_sandbox_left_by_a_failed_cleanup_is_removed_by_the_orphan_sweep() {
         "not retried at every sweep"
     );
     assert_eq!(h.runtime.sandboxes().len(), 1);
-    eventually(Duration::from_secs(60), "the orphan sandbox removed", || {
-        h.runtime.sandboxes().is_empty().then_some(())
-    })
+    eventually(
+        Duration::from_secs(60),
+        "the orphan sandbox removed",
+        || h.runtime.sandboxes().is_empty().then_some(()),
+    )
     .await;
     assert_eq!(h.runtime.count("RemovePodSandbox"), 11);
     let uid = p.metadata.uid.clone().unwrap();
-    eventually(Duration::from_secs(10), "the orphan's worker forgotten", || {
-        h.states.get(&uid).is_none().then_some(())
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the orphan's worker forgotten",
+        || h.states.get(&uid).is_none().then_some(()),
+    )
     .await;
     // the sweep goes on without finding anything more to do
     tokio::time::sleep(Duration::from_secs(120)).await;

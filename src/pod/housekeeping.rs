@@ -53,7 +53,38 @@ impl OrphanRetry {
     }
 }
 
+/// How long after the last heap trim another may run ([`should_trim_heap`]).
+pub const HEAP_TRIM_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Whether to give the heap's free memory back to the OS now: some pods' workers were forgotten
+/// since the last trim (`forgotten`) and that trim is at least [`HEAP_TRIM_INTERVAL`] ago. glibc
+/// keeps what a burst of pods allocated (RSS stayed at ~46 MiB after 107 pods came and went,
+/// against ~21 MiB before them); `malloc_trim` returned 16 MiB of it. An idle node never trims.
+pub fn should_trim_heap(forgotten: usize, since_last: Duration) -> bool {
+    forgotten > 0 && since_last >= HEAP_TRIM_INTERVAL
+}
+
+/// Gives free heap memory back to the OS (glibc's `malloc_trim(0)`; nothing elsewhere).
+pub fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions; it takes glibc's arena locks itself and only
+    // releases memory that is free.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 impl PodWorkers {
+    /// Called every housekeeping period: trims the heap after pods went away
+    /// ([`should_trim_heap`]), in a blocking task (it walks every arena).
+    pub(super) fn trim_heap_after_deletions(&mut self) {
+        if should_trim_heap(self.forgotten_since_trim, self.last_heap_trim.elapsed()) {
+            self.forgotten_since_trim = 0;
+            self.last_heap_trim = Instant::now();
+            tokio::task::spawn_blocking(trim_heap);
+        }
+    }
+
     /// After a full list (`present`: the UIDs the sources list, static pods included): pods
     /// with workers that are no longer listed were deleted while the watch was down, and
     /// orphans were left by pods deleted while deckhand was down. Both are killed and removed.
@@ -176,6 +207,24 @@ impl PodWorkers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_heap_is_trimmed_after_deletions_at_most_every_interval() {
+        let s = Duration::from_secs;
+        // (workers forgotten since the last trim, time since it, expected)
+        for (forgotten, since, want) in [
+            (0, s(3600), false),
+            (1, s(9), false),
+            (1, s(10), true),
+            (107, s(30), true),
+        ] {
+            assert_eq!(
+                should_trim_heap(forgotten, since),
+                want,
+                "{forgotten} {since:?}"
+            );
+        }
+    }
 
     #[test]
     fn an_orphan_is_retried_once_a_period_unless_forced() {

@@ -75,6 +75,9 @@ pub struct PodWorkers {
     pub(super) pod_manager: Option<super::manager::PodManager>,
     /// When each orphan was last cleaned up (the sweep retries a stubborn one slowly).
     pub(super) orphan_retry: super::housekeeping::OrphanRetry,
+    /// Workers forgotten since the heap was last trimmed, and when that was.
+    pub(super) forgotten_since_trim: usize,
+    pub(super) last_heap_trim: Instant,
 }
 
 impl PodWorkers {
@@ -95,12 +98,16 @@ impl PodWorkers {
             pending_resizes: HashMap::new(),
             pod_manager: None,
             orphan_retry: Default::default(),
+            forgotten_since_trim: 0,
+            last_heap_trim: Instant::now(),
         }
     }
 
     /// Forgets the finished worker of `uid` and what was kept for its pod.
     pub(super) fn forget_worker(&mut self, uid: &str) {
-        self.workers.remove(uid);
+        if self.workers.remove(uid).is_some() {
+            self.forgotten_since_trim += 1;
+        }
         self.states.remove(uid);
         self.ctx.allocation.remove_pod(uid);
         self.pending_resizes.remove(uid);
@@ -458,6 +465,7 @@ impl PodWorkers {
                         self.retry_pending_resizes();
                     }
                     self.sweep_orphans(&cancel).await;
+                    self.trim_heap_after_deletions();
                 }
                 cmd = commands.recv(), if !commands.is_closed() => {
                     if let Some(cmd) = cmd { self.command(cmd); }

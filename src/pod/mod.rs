@@ -22,6 +22,7 @@ pub mod spec;
 pub mod startup_latency;
 pub mod states;
 mod sync;
+mod worker;
 pub mod workers;
 
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};

@@ -7,7 +7,8 @@
 use super::actions::{compute_pod_actions, PidTarget, PodActions, Waiting, WaitingReason};
 use super::runtime::PodRuntimeStatus;
 use super::spec;
-use super::workers::{PodUpdate, PodWorker, VOLUME_REFRESH_PERIOD};
+use super::worker::PodWorker;
+use super::workers::{PodUpdate, VOLUME_REFRESH_PERIOD};
 use crate::events::reason;
 use crate::kuberuntime::{self, KillTarget, StartTarget, SyncFailed};
 use crate::prober::ProbeEnv;

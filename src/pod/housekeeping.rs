@@ -74,6 +74,15 @@ pub fn trim_heap() {
     }
 }
 
+/// Logs the clean-up of an orphan: at info the first time, then at debug.
+fn log_cleanup(first: bool, uid: &str, what: &str) {
+    if first {
+        tracing::info!(pod.uid = %uid, "cleaning up orphaned {what}");
+    } else {
+        tracing::debug!(pod.uid = %uid, "cleaning up orphaned {what} again");
+    }
+}
+
 impl PodWorkers {
     /// Called every housekeeping period: trims the heap after pods went away
     /// ([`should_trim_heap`]), in a blocking task (it walks every arena).
@@ -115,6 +124,25 @@ impl PodWorkers {
         self.clean_up_orphans(&present, false, cancel).await;
     }
 
+    /// Whether to clean up the orphan `kind/uid` now ([`OrphanRetry::due`]). It is remembered
+    /// in `seen` even while a worker removes it, so that a failed removal is retried after
+    /// [`ORPHAN_RETRY_PERIOD`], not at the next sweep; a worker's orphan is left to it.
+    fn orphan_due(
+        &mut self,
+        kind: &str,
+        uid: &str,
+        now: Instant,
+        force: bool,
+        seen: &mut HashSet<String>,
+    ) -> Option<bool> {
+        let key = format!("{kind}/{uid}");
+        seen.insert(key.clone());
+        if self.has_worker(uid) {
+            return None;
+        }
+        self.orphan_retry.due(&key, now, force)
+    }
+
     /// Hands each orphan sandbox and directory to a worker that removes it, and removes orphan
     /// cgroups (k/k `HandlePodCleanups`: `killPod` of runtime pods not known,
     /// `cleanupOrphanedPodDirs`, `cleanupOrphanedPodCgroups`).
@@ -135,25 +163,15 @@ impl PodWorkers {
                     if present.contains(&uid) {
                         continue;
                     }
-                    // remembered while a worker removes it, so that a failed removal is
-                    // retried after ORPHAN_RETRY_PERIOD, not at the next sweep
-                    let key = format!("sandbox/{uid}");
-                    seen.insert(key.clone());
-                    if self.has_worker(&uid) {
-                        continue;
-                    }
-                    let Some(first) = self.orphan_retry.due(&key, now, force) else {
+                    let Some(first) = self.orphan_due("sandbox", &uid, now, force, &mut seen)
+                    else {
                         continue;
                     };
                     let mut pod = Pod::default();
                     pod.metadata.uid = Some(uid.clone());
                     pod.metadata.name = s.labels.get(labels::POD_NAME).cloned();
                     pod.metadata.namespace = s.labels.get(labels::POD_NAMESPACE).cloned();
-                    if first {
-                        tracing::info!(pod.uid = %uid, pod.name = ?pod.metadata.name, "cleaning up orphaned pod sandbox");
-                    } else {
-                        tracing::debug!(pod.uid = %uid, "cleaning up orphaned pod sandbox again");
-                    }
+                    log_cleanup(first, &uid, "pod sandbox");
                     self.update(pod, true, cancel).await;
                 }
             }
@@ -168,19 +186,10 @@ impl PodWorkers {
         // directory).
         let dirs = super::cleanup::list_pod_dirs(&self.ctx.root_dir);
         for uid in super::cleanup::orphaned_pod_dirs(&dirs, present, |_| false) {
-            let key = format!("dir/{uid}");
-            seen.insert(key.clone());
-            if self.has_worker(&uid) {
-                continue;
-            }
-            let Some(first) = self.orphan_retry.due(&key, now, force) else {
+            let Some(first) = self.orphan_due("dir", &uid, now, force, &mut seen) else {
                 continue;
             };
-            if first {
-                tracing::info!(pod.uid = %uid, "cleaning up orphaned pod directory");
-            } else {
-                tracing::debug!(pod.uid = %uid, "cleaning up orphaned pod directory again");
-            }
+            log_cleanup(first, &uid, "pod directory");
             let mut pod = Pod::default();
             pod.metadata.uid = Some(uid);
             self.update(pod, true, cancel).await;
@@ -189,12 +198,7 @@ impl PodWorkers {
             let mut due = Vec::new();
             for uid in super::cleanup::orphaned_pod_dirs(&cm.list_pod_cgroups(), present, |_| false)
             {
-                let key = format!("cgroup/{uid}");
-                seen.insert(key.clone());
-                if self.has_worker(&uid) {
-                    continue;
-                }
-                if let Some(first) = self.orphan_retry.due(&key, now, force) {
+                if let Some(first) = self.orphan_due("cgroup", &uid, now, force, &mut seen) {
                     due.push((uid, first));
                 }
             }

@@ -45,6 +45,18 @@
 #   SCHEDULER_BIN          use this deckhand-scheduler binary instead of cargo's
 #   SCHEDULER_ARGS         extra arguments appended to deckhand-scheduler's command line
 #   RUST_LOG               deckhand's log filter (default info)
+#   CONTAINERD             which containerd runs the cluster: 1.6 (Debian's, /usr/bin/containerd,
+#                          socket /run/containerd/containerd.sock) or 2 (CONTAINERD2_VERSION of
+#                          hack/versions.env, built from its Go module by hack/build-containerd.sh
+#                          into _output/containerd2/bin, config hack/lib/containerd2.sh, root
+#                          /var/lib/containerd2, state /run/containerd2, socket
+#                          /run/containerd2/containerd.sock). Read by `up` only: a fresh cluster is
+#                          1.6 unless CONTAINERD=2; `up` records the mode (_output/local-up/
+#                          containerd-mode) and keeps it when CONTAINERD is unset; `up` with the
+#                          other mode removes every pod from the old containerd, stops it and starts
+#                          the new one (deckhand runs the pods again). down, status, restart-*,
+#                          stop-/start-containerd follow the recorded mode; down cleans both
+#                          modes' shims and mounts and removes 2.x's state dir (--purge: its root)
 #   LOCAL_UP_STOP_FOREIGN_CONTAINERD=1  stop a containerd that this script did not start
 #   LOCAL_UP_TAKE_OVER=1   stop a cluster that another checkout of the repository runs (with its
 #                          own `down`) instead of refusing; a stale owner (daemons gone) is always
@@ -52,7 +64,8 @@
 #
 # State lives in _output/local-up/ (pki/, logs/<name>.log, pids/<name>.pid, the kubeconfigs, and
 # `env`, a sourceable KEY=value file with KUBECONFIG, KUBECTL, NODE_NAME, NODE_IP, CRI_ENDPOINT,
-# DECKHAND_LOG, DECKHAND_PIDFILE, REGISTRY_AUTH, REGISTRY_AUTH_CREDS_FILE, ...).
+# CONTAINERD (1.6 or 2), CONTAINERD_VERSION, CTR (that containerd's ctr), DECKHAND_LOG,
+# DECKHAND_PIDFILE, REGISTRY_AUTH, REGISTRY_AUTH_CREDS_FILE, ...).
 #
 # Registries: 127.0.0.1:5000 (open; the mirror every common registry name resolves to) and
 # 127.0.0.1:5001 (htpasswd basic auth, own storage, holds private/busybox:latest; user and password
@@ -89,11 +102,13 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts live in hack/lib/*.sh (each file says what it owns) and the Kubernetes objects applied
 # in hack/manifests/*.yaml; this file keeps the usage text, the subcommands and main.
-for lib in common processes network pki containerd registry control-plane node; do
+for lib in common processes network pki containerd containerd2 registry control-plane node; do
   # shellcheck source=/dev/null
   . "$ROOT/hack/lib/$lib.sh"
 done
 unset lib
+# the containerd the cluster runs (or ran last): 1.6 or 2 (see CONTAINERD_MODE in hack/lib/common.sh)
+use_containerd "$CONTAINERD_MODE"
 
 # ---------------------------------------------------------------------------------------------
 # hints
@@ -109,7 +124,7 @@ Local cluster is up (node $NODE_NAME, API $API_SERVER). Next:
   $KUBECTL get pods -o wide -w          (deckhand-scheduler places them, deckhand runs them)
   $KUBECTL delete pod <one of them>; $KUBECTL get pods -o wide   (a replacement is placed and runs)
 
-  $CRICTL pods; $CRICTL ps -a      (CRI view; /etc/crictl.yaml points at containerd)
+  $CRICTL pods; $CRICTL ps -a      (CRI view; /etc/crictl.yaml points at containerd $CONTAINERD_MODE, $CRI_SOCK)
 
   deckhand log: $DECKHAND_LOG       state: . $STATE/env
   deckhand-scheduler log: $SCHEDULER_LOG
@@ -128,13 +143,9 @@ cmd_down() {
   stop_deckhand
   local foreign; foreign=$(foreign_deckhand_pids | tr '\n' ' ')
   [ -z "$foreign" ] || warn "a deckhand not started by local-up is still running (pid ${foreign% }); stop it yourself"
-  # the CRI cleanup needs containerd; start it briefly if pods outlived it
-  if ! containerd_answers && [ -f "$CONTAINERD_CONFIG" ] &&
-     [ -n "$(ls -A "$CONTAINERD_STATE/io.containerd.runtime.v2.task/k8s.io" 2>/dev/null)" ]; then
-    log "down: starting containerd to remove leftover pods"
-    start_daemon containerd -- "$(command -v containerd)" --config "$CONTAINERD_CONFIG"
-    local i; for i in $(seq 1 50); do containerd_answers && break; sleep 0.2; done
-  fi
+  # the containerd that runs (CONTAINERD_MODE: the one up recorded)
+  log "down: containerd $CONTAINERD_MODE ($CRI_SOCK)"
+  start_containerd_for_cleanup
   cri_cleanup
   stop_daemon deckhand-scheduler
   stop_daemon kube-controller-manager
@@ -143,11 +154,13 @@ cmd_down() {
   stop_daemon containerd
   stop_daemon registry
   stop_daemon registry-auth
-  kill_k8s_shims
+  # the shims and mounts of both modes: the other one's are leftovers of an earlier cluster
+  kill_k8s_shims "$CONTAINERD16_SOCK" "$CONTAINERD2_SOCK"
   log "down: cleaning mounts, netns, CNI state, cgroups, pod logs"
   cleanup_cgroups
-  umount_under "$CONTAINERD_STATE/io.containerd.runtime.v2.task" "$CONTAINERD_STATE/io.containerd.grpc.v1.cri" \
-    "$CONTAINERD_ROOT/io.containerd.grpc.v1.cri" "$DECKHAND_ROOT_DIR"
+  umount_containerd 1.6
+  umount_containerd 2
+  umount_under "$DECKHAND_ROOT_DIR"
   rm -rf /var/log/pods/* 2>/dev/null || true
   find /var/log/containers -maxdepth 1 -type l -lname '/var/log/pods/*' -delete 2>/dev/null || true
   cleanup_network
@@ -156,10 +169,11 @@ cmd_down() {
   remove_crictl_config
   remove_hosts_toml
   if [ "$purge" = 1 ]; then
-    log "down --purge: removing etcd data, registry data and $DECKHAND_ROOT_DIR"
+    log "down --purge: removing etcd data, registry data, $DECKHAND_ROOT_DIR and containerd 2.x's $CONTAINERD2_ROOT"
     rm -rf "$STATE/etcd" "$STATE/registry/data" "$REGISTRY_AUTH_DIR/data" "$JOIN_DIR"
-    rm -rf --one-file-system "$DECKHAND_ROOT_DIR"
+    rm -rf --one-file-system "$DECKHAND_ROOT_DIR" "$CONTAINERD2_ROOT"
   fi
+  rm -f "$CONTAINERD_MODE_FILE"
   rm -f "$OWNER_FILE"
   log "down: done (kept: PKI, kubeconfigs, built binaries$([ "$purge" = 1 ] || echo ", etcd and registry data"))"
 }
@@ -189,6 +203,7 @@ cmd_status() {
       printf '%-24s running (pid %s), NOT healthy\n' "$name" "$pid"; rc=1
     fi
   done
+  printf '%-24s %s\n' containerd-mode "$CONTAINERD_MODE: containerd $(containerd_version) ($(containerd_bin)) on $CRI_SOCK$([ -n "$CONTAINERD_RECORDED" ] || echo ', not recorded (no up since the last down)')"
   if ip link show "$DUMMY_IF" >/dev/null 2>&1; then
     printf '%-24s %s\n' network "$DUMMY_IF $(ip -br -4 addr show "$DUMMY_IF" | awk '{print $3}'), $(ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && echo "$CNI_BRIDGE up" || echo "no $CNI_BRIDGE yet")"
   else
@@ -294,6 +309,13 @@ cmd_start_apiserver() {
 main() {
   local cmd=${1:-up}
   [ $# -gt 0 ] && shift
+  # only up switches containerd; every other subcommand works on the one that runs
+  if [ "$cmd" != up ] && [ "$CONTAINERD_WANTED" != "$CONTAINERD_MODE" ]; then
+    case "$cmd" in -h|--help|help) ;; *)
+      warn "the cluster runs containerd $CONTAINERD_MODE ($CONTAINERD_MODE_FILE): CONTAINERD=$CONTAINERD applies only to up" ;;
+    esac
+    CONTAINERD_WANTED=$CONTAINERD_MODE
+  fi
   case "$cmd" in
     up) take_lock; cmd_up "$@" ;;
     down) take_lock; cmd_down "$@" ;;

@@ -8,6 +8,8 @@
 # tests (hack/conformance.sh; CONFORMANCE=0 leaves them out), and brings the cluster down again if
 # it started it. If the cluster was already up, deckhand is restarted from the current source and
 # the cluster is left up.  KEEP_CLUSTER=1 leaves a cluster this script started running.
+# CONTAINERD=2 brings a cluster up on containerd 2.x instead of Debian's 1.6 (hack/local-up.sh);
+# a cluster already up keeps the containerd it runs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -33,6 +35,8 @@ log "Go builds in the background (log: $PREBUILD_LOG)"
   hack/build-k8s.sh etcd kube-apiserver kube-controller-manager kubectl kube-proxy \
     ginkgo agnhost nonewprivs sample-apiserver $([ "${CONFORMANCE:-1}" != 0 ] && echo e2e.test)
   [ "${LOCAL_UP_DNS:-1}" = 0 ] || hack/build-coredns.sh
+  # CONTAINERD=2: the cluster runs containerd 2.x (hack/local-up.sh), built from its Go module
+  case "${CONTAINERD:-}" in 2|2.*) hack/build-containerd.sh ;; esac
   hack/build-crictl.sh || true
 ) > "$PREBUILD_LOG" 2>&1 &
 prebuild=$!

@@ -668,32 +668,61 @@ fn node_allocatable_milli(
 }
 
 /// The cgroup driver pods are run with (k/k `cmd/kubelet/app/server.go`
-/// getCgroupDriverFromCRI): the runtime's answer to `RuntimeConfig` when it has one, else
-/// `cgroupDriver`. containerd 1.6 has no `RuntimeConfig`, so its runc `SystemdCgroup` option is
-/// read from the verbose `Status` instead and a disagreement is warned about: pod sandboxes fail
-/// to start when the two differ.
+/// getCgroupDriverFromCRI, decided by [`crate::cm::choose_cgroup_driver`]): the runtime's
+/// answer to `RuntimeConfig` when it gives one (containerd 2.x), which wins over `cgroupDriver`,
+/// else `cgroupDriver`. Other errors of the call are retried as Go does (3 calls, 2 s apart),
+/// then fail the start. containerd 1.6 has no `RuntimeConfig`, so there its runc
+/// `SystemdCgroup` option is read from the verbose `Status` instead and a disagreement is
+/// warned about: pod sandboxes fail to start when the two differ.
 async fn cgroup_driver(
     kubelet: &KubeletConfiguration,
     cri: &CriClient,
 ) -> Result<crate::cm::CgroupDriver> {
-    use crate::cm::{runtime_cgroup_driver, CgroupDriver};
+    use crate::cm::{
+        choose_cgroup_driver, runtime_cgroup_driver, CgroupDriver, CgroupDriverSource,
+    };
     let Some(configured) = CgroupDriver::parse(&kubelet.cgroup_driver) else {
         return Err(StartError::msg(format!(
             "cgroup driver {:?}: must be cgroupfs or systemd",
             kubelet.cgroup_driver
         )));
     };
-    match cri.runtime_cgroup_driver().await {
-        Ok(Some(d)) => {
-            if d != configured {
-                tracing::info!(cgroup_driver = %d, configured = %configured, "Using cgroup driver setting received from the CRI runtime");
+    const ATTEMPTS: u32 = 3;
+    let mut attempt = 0;
+    let answer = loop {
+        attempt += 1;
+        match cri.runtime_config().await {
+            Ok(a) => break a,
+            Err(e) if attempt < ATTEMPTS => {
+                tracing::warn!(error = %e, attempt, "RuntimeConfig failed; retrying in 2 s");
+                tokio::time::sleep(Duration::from_secs(2)).await;
             }
-            return Ok(d);
+            Err(e) => {
+                return Err(StartError::msg(format!(
+                    "asking the container runtime for its cgroup driver (RuntimeConfig, {ATTEMPTS} attempts): {e}"
+                )))
+            }
         }
-        Ok(None) => tracing::info!(
+    };
+    let (driver, source) = choose_cgroup_driver(configured, answer)
+        .map_err(|e| StartError::msg(format!("RuntimeConfig: {e}")))?;
+    match source {
+        CgroupDriverSource::Runtime => {
+            if driver == configured {
+                tracing::info!(cgroup_driver = %driver, "Using cgroup driver setting received from the CRI runtime");
+            } else {
+                tracing::info!(cgroup_driver = %driver, configured = %configured,
+                    "Using cgroup driver setting received from the CRI runtime (it overrides cgroupDriver {configured})");
+            }
+            return Ok(driver);
+        }
+        CgroupDriverSource::ConfigRuntimeConfigUnimplemented => tracing::info!(
             "CRI implementation should be updated to support RuntimeConfig. Falling back to using cgroupDriver from kubelet config."
         ),
-        Err(e) => tracing::warn!(error = %e, "RuntimeConfig failed; using cgroupDriver from kubelet config"),
+        CgroupDriverSource::ConfigNoLinuxSection => tracing::info!(
+            cgroup_driver = %configured,
+            "RuntimeConfig has no linux section; using cgroupDriver from kubelet config"
+        ),
     }
     let runtime = match cri.status_info().await {
         Ok((_, info)) => info.get("config").and_then(|c| runtime_cgroup_driver(c)),

@@ -349,7 +349,7 @@ async fn a_burst_of_pods_gets_tokens_without_failed_mounts() {
 }
 
 /// Item 8: `kubectl get nodes -o wide` shows the runtime version as the Go kubelet prints it
-/// (`containerd://1.6.20`, not Debian's `1.6.20~ds1`).
+/// (`containerd://1.6.20`, not Debian's `1.6.20~ds1`; `containerd://2.4.2`, not `v2.4.2`).
 #[tokio::test]
 async fn node_shows_the_runtime_version_as_the_go_kubelet() {
     let version = crictl(&["version"]);
@@ -359,7 +359,9 @@ async fn node_shows_the_runtime_version_as_the_go_kubelet() {
         .map(str::trim)
         .expect("crictl version prints RuntimeVersion")
         .to_string();
+    // containerd 2.x says v2.4.2, Debian's 1.6 says 1.6.20~ds1
     let numeric: String = raw
+        .trim_start_matches('v')
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')
         .collect();

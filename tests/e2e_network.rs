@@ -362,11 +362,15 @@ async fn image_pull_secret_authenticates_to_the_private_registry() {
             .unwrap_or_default();
         println!("[{}] {name}: ErrImagePull: {msg}", ns.name);
         // the runtime's error as the Go kubelet shows it: the gRPC status text, naming the image
-        // and the registry's refusal
+        // and the registry's refusal (containerd 1.6: "401 Unauthorized"; 2.x: "pull access
+        // denied, ...: authorization failed: no basic auth credentials")
         assert!(msg.starts_with("rpc error: code = "), "{msg}");
         assert!(msg.contains(&image), "{msg}");
+        let lower = msg.to_lowercase();
         assert!(
-            msg.contains("401") || msg.to_lowercase().contains("unauthorized"),
+            msg.contains("401")
+                || lower.contains("unauthorized")
+                || lower.contains("authorization failed"),
             "{msg}"
         );
         assert!(!msg.contains(&pass), "the password leaked into the status");

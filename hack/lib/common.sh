@@ -31,11 +31,19 @@ CNI_NAME=deckhand
 CNI_CONF_DIR=/etc/cni/net.d
 CNI_CONF="$CNI_CONF_DIR/10-deckhand.conflist"
 CNI_BIN_DIR=/usr/lib/cni
+# containerd: Debian's 1.6 (the default) or 2.x (CONTAINERD=2: built by hack/build-containerd.sh,
+# configured by hack/lib/containerd2.sh). The values below are 1.6's; use_containerd (hack/lib/
+# containerd.sh) points CRI_SOCK, CRI_ENDPOINT, CONTAINERD_ROOT/STATE/CONFIG and CTR at the 2.x
+# twins. `up` records the mode it runs in $CONTAINERD_MODE_FILE (removed by `down`): CONTAINERD_MODE
+# is that recorded mode (what runs, or ran last), else CONTAINERD, else 1.6; CONTAINERD_WANTED is
+# CONTAINERD, else the recorded mode, else 1.6, so a plain `up` keeps the mode the cluster runs in
+# and a fresh one is 1.6, as before. Only `up` switches (CONTAINERD=1.6|2 hack/local-up.sh up).
 CRI_SOCK=/run/containerd/containerd.sock
 CRI_ENDPOINT="unix://$CRI_SOCK"
 CONTAINERD_ROOT=/var/lib/containerd
 CONTAINERD_STATE=/run/containerd
 CONTAINERD_CONFIG="$STATE/containerd/config.toml"
+CONTAINERD_MODE_FILE="$STATE/containerd-mode"
 CERTS_D=/etc/containerd/certs.d
 REGISTRY=127.0.0.1:5000
 REGISTRY_AUTH=127.0.0.1:5001
@@ -108,6 +116,20 @@ die_log() {
   exit 1
 }
 
+# the containerd mode a value of CONTAINERD names: 1.6 or 2 (nothing, and status 1, if neither)
+containerd_mode_of() {
+  case "$1" in
+    1|1.6|1.6.*) echo 1.6 ;;
+    2|2.*) echo 2 ;;
+    *) return 1 ;;
+  esac
+}
+[ -z "${CONTAINERD:-}" ] || containerd_mode_of "$CONTAINERD" >/dev/null ||
+  die "CONTAINERD=$CONTAINERD: use 1.6 (Debian's containerd, the default) or 2 (containerd $CONTAINERD2_VERSION built by hack/build-containerd.sh)"
+CONTAINERD_RECORDED=$(containerd_mode_of "$(cat "$CONTAINERD_MODE_FILE" 2>/dev/null)" || true)
+CONTAINERD_WANTED=$(containerd_mode_of "${CONTAINERD:-}" || echo "${CONTAINERD_RECORDED:-1.6}")
+CONTAINERD_MODE=${CONTAINERD_RECORDED:-$CONTAINERD_WANTED}
+
 write_if_changed() {  # FILE (content on stdin); returns 0 if the file changed
   local file=$1 tmp="$1.tmp.$$"
   mkdir -p "$(dirname "$file")"
@@ -177,6 +199,10 @@ step_deps() {
     log "CoreDNS $COREDNS_VERSION (hack/build-coredns.sh; LOCAL_UP_DNS=0 skips cluster DNS)"
     "$ROOT/hack/build-coredns.sh" || die "hack/build-coredns.sh failed"
   fi
+  if [ "$CONTAINERD_WANTED" = 2 ]; then
+    log "containerd $CONTAINERD2_VERSION (hack/build-containerd.sh; CONTAINERD=2)"
+    "$ROOT/hack/build-containerd.sh" || die "hack/build-containerd.sh failed"
+  fi
   # crictl is optional (debugging, and a CRI cleanup path for `down`)
   "$ROOT/hack/build-crictl.sh" || warn "crictl could not be built; continuing without it"
   local b
@@ -202,6 +228,9 @@ API_SERVER=$API_SERVER
 NODE_NAME=$NODE_NAME
 NODE_IP=$NODE_IP
 CRI_ENDPOINT=$CRI_ENDPOINT
+CONTAINERD=$CONTAINERD_MODE
+CONTAINERD_VERSION=$(containerd_version)
+CTR=$(command -v "$CTR" || echo "$CTR")
 POD_CIDR=$POD_CIDR
 CLUSTER_CIDR=$CLUSTER_CIDR
 SERVICE_CIDR=$SERVICE_CIDR

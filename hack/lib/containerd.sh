@@ -3,11 +3,49 @@
 # that send every common registry name to the local registry, the CNI conflist (bridge dh-cni0,
 # portmap), /etc/crictl.yaml, starting it (refusing a containerd it did not start), its health
 # checks, and the CRI cleanup `down` does (sandboxes, tasks, shims, mounts, pod cgroups).
+# The containerd is Debian's 1.6 (the default) or 2.x (CONTAINERD=2, hack/lib/containerd2.sh):
+# use_containerd points the settings at one of them, switch_containerd moves a running cluster
+# from one to the other (only one containerd serves the cluster's CNI config at a time).
 # Sourced by hack/local-up.sh (never run on its own), after hack/lib/common.sh.
 
-containerd_answers() { [ -S "$CRI_SOCK" ] && timeout 5 ctr --address "$CRI_SOCK" --timeout 2s version >/dev/null 2>&1; }
+# 1.6's settings, as hack/lib/common.sh sets them (use_containerd 1.6 puts them back)
+CONTAINERD16_SOCK=$CRI_SOCK
+CONTAINERD16_ROOT=$CONTAINERD_ROOT
+CONTAINERD16_STATE=$CONTAINERD_STATE
+CONTAINERD16_CONFIG=$CONTAINERD_CONFIG
+CTR=ctr
+
+# use_containerd MODE (1.6 or 2): CRI_SOCK, CRI_ENDPOINT, CONTAINERD_ROOT/STATE/CONFIG, CTR (its
+# ctr) and CONTAINERD_MODE for that containerd. 2.x's come from hack/lib/containerd2.sh, which
+# must be sourced before it is used.
+use_containerd() {
+  case "$1" in
+    1.6)
+      CRI_SOCK=$CONTAINERD16_SOCK CONTAINERD_ROOT=$CONTAINERD16_ROOT
+      CONTAINERD_STATE=$CONTAINERD16_STATE CONTAINERD_CONFIG=$CONTAINERD16_CONFIG CTR=ctr ;;
+    2)
+      CRI_SOCK=$CONTAINERD2_SOCK CONTAINERD_ROOT=$CONTAINERD2_ROOT
+      CONTAINERD_STATE=$CONTAINERD2_STATE CONTAINERD_CONFIG=$CONTAINERD2_CONFIG CTR="$CONTAINERD2_BIN/ctr" ;;
+    *) die "use_containerd: unknown containerd mode '$1' (1.6 or 2)" ;;
+  esac
+  CRI_ENDPOINT="unix://$CRI_SOCK"
+  CONTAINERD_MODE=$1
+}
+
+# the containerd binary of the mode in use (Debian's from PATH, or the 2.x build)
+containerd_bin() {
+  if [ "$CONTAINERD_MODE" = 2 ]; then echo "$CONTAINERD2_BIN/containerd"; else command -v containerd || true; fi
+}
+# its version (1.6.20~ds1, v2.4.2), or nothing
+containerd_version() {
+  local b; b=$(containerd_bin)
+  [ -n "$b" ] && [ -x "$b" ] && "$b" --version 2>/dev/null | awk '{print $3}'
+  return 0
+}
+
+containerd_answers() { [ -S "$CRI_SOCK" ] && timeout 5 "$CTR" --address "$CRI_SOCK" --timeout 2s version >/dev/null 2>&1; }
 cri_plugin_ok() {
-  ctr --address "$CRI_SOCK" --timeout 2s plugins ls 2>/dev/null |
+  "$CTR" --address "$CRI_SOCK" --timeout 2s plugins ls 2>/dev/null |
     awk '$1=="io.containerd.grpc.v1" && $2=="cri" {print $NF}' | grep -qx ok
 }
 containerd_healthy() { containerd_answers && cri_plugin_ok; }
@@ -128,21 +166,35 @@ write_cni_conf() {
 EOF
 }
 
-# pid of whatever serves the containerd socket
+# pid of whatever serves a containerd socket (default: the one in use)
 socket_owner_pid() {
-  ss -Hlxp 2>/dev/null | awk -v s="$CRI_SOCK" '$5 == s' | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1
+  ss -Hlxp 2>/dev/null | awk -v s="${1:-$CRI_SOCK}" '$5 == s' | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1
 }
 
+# containerd (the mode in use) with the cluster's config; `up` moves a cluster that runs the other
+# mode to this one first (switch_containerd), and a containerd local-up did not start on either
+# mode's socket is refused (or stopped: LOCAL_UP_STOP_FOREIGN_CONTAINERD=1), since it would serve
+# the same CNI config
 step_containerd() {
-  write_containerd_config
+  [ "$CONTAINERD_WANTED" = "$CONTAINERD_MODE" ] || switch_containerd
+  if [ "$CONTAINERD_MODE" = 2 ]; then
+    [ -x "$CONTAINERD2_BIN/containerd" ] || die "no $CONTAINERD2_BIN/containerd (hack/build-containerd.sh builds it)"
+    write_containerd2_config
+  else
+    write_containerd_config
+  fi
+  # what runs, for every later subcommand (down, status, restart-deckhand, stop/start-containerd)
+  echo "$CONTAINERD_MODE" > "$CONTAINERD_MODE_FILE"
   write_hosts_toml
   write_cni_conf
   write_crictl_config
-  local argv=(containerd --config "$CONTAINERD_CONFIG")
-  argv[0]=$(command -v containerd)
+  local argv=("$(containerd_bin)" --config "$CONTAINERD_CONFIG")
+  [ -n "${argv[0]}" ] || die "no containerd on PATH (hack/install-deps.sh installs Debian's)"
   if ! running_as containerd "${argv[@]}"; then
-    local owner; owner=$(socket_owner_pid)
-    if [ -n "$owner" ] && [ "$owner" != "$(pid_of containerd)" ]; then
+    local owner sock
+    for sock in "$CONTAINERD16_SOCK" "$CONTAINERD2_SOCK"; do
+      owner=$(socket_owner_pid "$sock")
+      [ -n "$owner" ] && [ "$owner" != "$(pid_of containerd)" ] || continue
       local cmd; cmd=$(tr '\0' ' ' < "/proc/$owner/cmdline" 2>/dev/null || true)
       if [ "${LOCAL_UP_STOP_FOREIGN_CONTAINERD:-0}" = 1 ]; then
         log "containerd: stopping a containerd not started by local-up (pid $owner: $cmd)"
@@ -150,12 +202,31 @@ step_containerd() {
         local i; for i in $(seq 1 100); do proc_alive "$owner" || break; sleep 0.1; done
         proc_alive "$owner" && die "containerd pid $owner did not stop"
       else
-        die "a containerd not started by local-up serves $CRI_SOCK (pid $owner: $cmd). Stop it (kill $owner) or rerun with LOCAL_UP_STOP_FOREIGN_CONTAINERD=1"
+        die "a containerd not started by local-up serves $sock (pid $owner: $cmd). Stop it (kill $owner) or rerun with LOCAL_UP_STOP_FOREIGN_CONTAINERD=1"
       fi
-    fi
+    done
   fi
   ensure_daemon containerd "" containerd_healthy 60 -- "${argv[@]}"
   if ! cri_plugin_ok; then die_log containerd "containerd's CRI plugin did not load"; fi
+  log "containerd: $CONTAINERD_MODE ($(containerd_version)) on $CRI_SOCK"
+}
+
+# `up` in the other mode than the one the cluster runs (CONTAINERD=2 on a 1.6 cluster, or back):
+# deckhand is stopped (start_deckhand starts it again on the new socket), every pod is removed from
+# the old containerd through CRI (it is started briefly if pods outlived it), it is stopped, and
+# its shims, pod cgroups and mounts are cleaned as `down` does. The API server's pods stay; deckhand
+# runs them again on the new containerd.
+switch_containerd() {
+  log "containerd: switching from $CONTAINERD_MODE to $CONTAINERD_WANTED (stops deckhand, removes every pod from containerd $CONTAINERD_MODE)"
+  stop_deckhand
+  start_containerd_for_cleanup
+  cri_cleanup
+  stop_daemon containerd
+  kill_k8s_shims
+  cleanup_cgroups
+  umount_containerd "$CONTAINERD_MODE"
+  rm -f "$CONTAINERD_MODE_FILE"
+  use_containerd "$CONTAINERD_WANTED"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -175,6 +246,16 @@ umount_under() {  # unmount every mount point below the given prefixes, deepest 
   done < <(awk '{print $5}' /proc/self/mountinfo | awk '{print length($0) " " $0}' | sort -rn | cut -d' ' -f2-)
 }
 
+# the CRI cleanup needs containerd; start it briefly if pods outlived it
+start_containerd_for_cleanup() {
+  if ! containerd_answers && [ -f "$CONTAINERD_CONFIG" ] && [ -n "$(containerd_bin)" ] &&
+     [ -n "$(ls -A "$CONTAINERD_STATE/io.containerd.runtime.v2.task/k8s.io" 2>/dev/null)" ]; then
+    log "down: starting containerd to remove leftover pods"
+    start_daemon containerd -- "$(containerd_bin)" --config "$CONTAINERD_CONFIG"
+    local i; for i in $(seq 1 50); do containerd_answers && break; sleep 0.2; done
+  fi
+}
+
 cri_cleanup() {
   local bin; bin=$(deckhand_bin)
   if containerd_answers; then
@@ -188,7 +269,7 @@ cri_cleanup() {
       timeout 120 "$CRICTL" -r "$CRI_ENDPOINT" rmp -af 2>&1 | sed 's/^/    /' || warn "crictl rmp -af failed; falling back to ctr"
     fi
     # fallback (and sweep): kill and delete every task and container in the CRI namespace
-    local ctr=(ctr --address "$CRI_SOCK" -n k8s.io) ids id n=0
+    local ctr=("$CTR" --address "$CRI_SOCK" -n k8s.io) ids id n=0
     ids=$("${ctr[@]}" tasks ls -q 2>/dev/null || true)
     for id in $ids; do "${ctr[@]}" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true; done
     for id in $ids; do
@@ -225,15 +306,36 @@ cleanup_cgroups() {
   return 0
 }
 
-# shims of the k8s.io namespace that outlived containerd
+# shims of the k8s.io namespace that outlived containerd: those of the given sockets (default: the
+# one in use)
 kill_k8s_shims() {
-  local p cmd
+  local p cmd sock
+  [ $# -gt 0 ] || set -- "$CRI_SOCK"
   for p in /proc/[0-9]*; do
     cmd=$(tr '\0' ' ' 2>/dev/null < "$p/cmdline") || continue
-    case "$cmd" in
-      *containerd-shim*"-namespace k8s.io"*"-address $CRI_SOCK"*) kill -KILL "${p#/proc/}" 2>/dev/null || true ;;
-    esac
+    for sock in "$@"; do
+      case "$cmd" in
+        *containerd-shim*"-namespace k8s.io"*"-address $sock "*|*containerd-shim*"-namespace k8s.io"*"-address $sock")
+          kill -KILL "${p#/proc/}" 2>/dev/null || true; break ;;
+      esac
+    done
   done
+}
+
+# the mounts a containerd of MODE leaves (task rootfs, sandbox /dev/shm); 2.x's state dir (runc
+# state, shim sockets, mount manager) is removed with them, its root (images) is kept
+umount_containerd() {
+  case "$1" in
+    1.6)
+      umount_under "$CONTAINERD16_STATE/io.containerd.runtime.v2.task" "$CONTAINERD16_STATE/io.containerd.grpc.v1.cri" \
+        "$CONTAINERD16_ROOT/io.containerd.grpc.v1.cri" ;;
+    2)
+      # every mount below its own root and state dirs is one of its own
+      umount_under "$CONTAINERD2_STATE" "$CONTAINERD2_ROOT"
+      if [ -d "$CONTAINERD2_STATE" ] && [ -z "$(pid_of containerd)" ]; then
+        rm -rf --one-file-system "$CONTAINERD2_STATE" 2>/dev/null || warn "could not remove every file of $CONTAINERD2_STATE"
+      fi ;;
+  esac
 }
 
 # the client and registry configuration that up wrote (a file saved as .orig is put back)

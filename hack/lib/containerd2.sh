@@ -6,8 +6,9 @@
 # writes), sandbox image, CNI bin/conf dirs, cgroup driver (cgroupfs), oom_score_adj clamp and
 # streaming server, but a root, state, socket, runc state dir and shim socket dir of its own, so it
 # can run next to the 1.6 one without sharing a file with it.
-# Sourced after hack/lib/common.sh (never run on its own); meant for a CONTAINERD=2 mode of
-# hack/local-up.sh, which does not use it yet.
+# Sourced after hack/lib/common.sh (never run on its own): by hack/local-up.sh, whose CONTAINERD=2
+# mode runs it (use_containerd in hack/lib/containerd.sh points CRI_SOCK and the rest here), and by
+# hack/containerd2-smoke.sh.
 #
 # Every setting can be overridden from the environment (a test points them at a temp dir):
 #   CONTAINERD2_BIN           containerd, containerd-shim-runc-v2, ctr (hack/build-containerd.sh)

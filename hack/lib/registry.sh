@@ -96,7 +96,7 @@ step_images() {
   local img imgs=(docker.io/library/busybox:latest "$SANDBOX_IMAGE" "$KUBE_PROXY_IMAGE")
   [ "$LOCAL_UP_DNS" = 1 ] && imgs+=("$COREDNS_IMAGE")
   for img in "${imgs[@]}"; do
-    ctr --address "$CRI_SOCK" -n k8s.io images pull --hosts-dir "$CERTS_D" "$img" >/dev/null 2>"$STATE/pull.err" ||
+    "$CTR" --address "$CRI_SOCK" -n k8s.io images pull --hosts-dir "$CERTS_D" "$img" >/dev/null 2>"$STATE/pull.err" ||
       { cat "$STATE/pull.err" >&2; die "containerd could not pull $img from the local registry"; }
   done
   rm -f "$STATE/pull.err"

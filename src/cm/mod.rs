@@ -19,7 +19,7 @@
 //! container cgroups below it. It is removed when the pod is cleaned up.
 //!
 //! The decisions are pure ([`CgroupName`] conversions, [`pod_resource_config`],
-//! [`milli_cpu_to_shares`], [`runtime_cgroup_driver`]); [`CgroupManager`] does the I/O with
+//! [`milli_cpu_to_shares`], [`choose_cgroup_driver`], [`runtime_cgroup_driver`]); [`CgroupManager`] does the I/O with
 //! cgroups-rs. Requests, limits and the QoS class come from [`crate::resource`].
 
 use crate::resource::{self, qos_class, PodResourcesOptions, QosClass, CPU, MEMORY};
@@ -290,6 +290,63 @@ pub fn runtime_cgroup_driver(config_json: &str) -> Option<CgroupDriver> {
     } else {
         CgroupDriver::Cgroupfs
     })
+}
+
+/// The runtime's answer to CRI `RuntimeConfig`, the input of [`choose_cgroup_driver`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeConfigAnswer {
+    /// `linux.cgroup_driver`, the raw CRI v1 enum value (`SYSTEMD` = 0, `CGROUPFS` = 1).
+    CgroupDriver(i32),
+    /// An answer without a `linux` section.
+    NoLinux,
+    /// gRPC UNIMPLEMENTED: the runtime predates the call (containerd 1.6 and 1.7; 2.0 has it).
+    Unimplemented,
+}
+
+/// Where the cgroup driver [`choose_cgroup_driver`] picked comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupDriverSource {
+    /// The runtime's `RuntimeConfig`; it overrides `cgroupDriver`, whatever that says.
+    Runtime,
+    /// `cgroupDriver`: the runtime does not implement `RuntimeConfig`.
+    ConfigRuntimeConfigUnimplemented,
+    /// `cgroupDriver`: the runtime's `RuntimeConfig` has no `linux` section.
+    ConfigNoLinuxSection,
+}
+
+/// `RuntimeConfig` named a cgroup driver CRI v1 does not define.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("runtime returned an unknown cgroup driver {0}")]
+pub struct UnknownCgroupDriver(pub i32);
+
+/// The cgroup driver pods run with, from `cgroupDriver` (`configured`) and the runtime's answer
+/// to `RuntimeConfig`, as the Go kubelet decides it (k/k `cmd/kubelet/app/server.go`
+/// getCgroupDriverFromCRI; the KubeletCgroupDriverFromCRI feature gate, GA and locked on since
+/// 1.34): a driver from the runtime wins over `cgroupDriver`, also when they disagree; no
+/// `linux` section, or UNIMPLEMENTED, leaves `cgroupDriver`; a value CRI does not define is an
+/// error (the kubelet does not start). (The Go kubelet's retries of other errors are the
+/// caller's.)
+pub fn choose_cgroup_driver(
+    configured: CgroupDriver,
+    answer: RuntimeConfigAnswer,
+) -> Result<(CgroupDriver, CgroupDriverSource), UnknownCgroupDriver> {
+    // CRI v1 LinuxRuntimeConfiguration.cgroup_driver
+    const SYSTEMD: i32 = 0;
+    const CGROUPFS: i32 = 1;
+    match answer {
+        RuntimeConfigAnswer::CgroupDriver(SYSTEMD) => {
+            Ok((CgroupDriver::Systemd, CgroupDriverSource::Runtime))
+        }
+        RuntimeConfigAnswer::CgroupDriver(CGROUPFS) => {
+            Ok((CgroupDriver::Cgroupfs, CgroupDriverSource::Runtime))
+        }
+        RuntimeConfigAnswer::CgroupDriver(other) => Err(UnknownCgroupDriver(other)),
+        RuntimeConfigAnswer::NoLinux => Ok((configured, CgroupDriverSource::ConfigNoLinuxSection)),
+        RuntimeConfigAnswer::Unimplemented => Ok((
+            configured,
+            CgroupDriverSource::ConfigRuntimeConfigUnimplemented,
+        )),
+    }
 }
 
 /// Converts millicores to cpu.shares (k/k `cm.MilliCPUToShares`): 0 → 2, else
@@ -761,6 +818,28 @@ mod tests {
             pod_cgroup_parent(&be, CgroupDriver::Cgroupfs).unwrap(),
             "/kubepods/besteffort/pod1234-5678"
         );
+    }
+
+    #[test]
+    fn cgroup_driver_from_the_runtime_wins_over_the_configured_one() {
+        use CgroupDriver::{Cgroupfs, Systemd};
+        use CgroupDriverSource::*;
+        use RuntimeConfigAnswer as A;
+        #[rustfmt::skip]
+        let cases: &[(&str, CgroupDriver, RuntimeConfigAnswer, Result<(CgroupDriver, CgroupDriverSource), UnknownCgroupDriver>)] = &[
+            ("containerd 2.x, cgroupfs, agrees",      Cgroupfs, A::CgroupDriver(1), Ok((Cgroupfs, Runtime))),
+            ("runtime systemd overrides cgroupfs",    Cgroupfs, A::CgroupDriver(0), Ok((Systemd, Runtime))),
+            ("runtime cgroupfs overrides systemd",    Systemd,  A::CgroupDriver(1), Ok((Cgroupfs, Runtime))),
+            ("runtime systemd, agrees",               Systemd,  A::CgroupDriver(0), Ok((Systemd, Runtime))),
+            ("containerd 1.6: unimplemented",         Cgroupfs, A::Unimplemented,   Ok((Cgroupfs, ConfigRuntimeConfigUnimplemented))),
+            ("unimplemented keeps systemd",           Systemd,  A::Unimplemented,   Ok((Systemd, ConfigRuntimeConfigUnimplemented))),
+            ("no linux section keeps the config",     Systemd,  A::NoLinux,         Ok((Systemd, ConfigNoLinuxSection))),
+            ("an unknown driver is an error",         Cgroupfs, A::CgroupDriver(2), Err(UnknownCgroupDriver(2))),
+            ("a negative value is an error",          Systemd,  A::CgroupDriver(-1), Err(UnknownCgroupDriver(-1))),
+        ];
+        for (name, configured, answer, want) in cases {
+            assert_eq!(&choose_cgroup_driver(*configured, *answer), want, "{name}");
+        }
     }
 
     #[test]

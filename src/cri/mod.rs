@@ -316,9 +316,11 @@ impl CriClient {
         Ok((r.status.unwrap_or_default(), r.info))
     }
 
-    /// `RuntimeConfig`: the runtime's cgroup driver. `Ok(None)` when the runtime does not
-    /// implement the call (containerd before 2.0 answers UNIMPLEMENTED).
-    pub async fn runtime_cgroup_driver(&self) -> Result<Option<crate::cm::CgroupDriver>> {
+    /// `RuntimeConfig`: what the runtime says about its cgroup driver, unparsed
+    /// ([`crate::cm::choose_cgroup_driver`] decides). UNIMPLEMENTED (containerd before 2.0) is
+    /// [`crate::cm::RuntimeConfigAnswer::Unimplemented`], not an error.
+    pub async fn runtime_config(&self) -> Result<crate::cm::RuntimeConfigAnswer> {
+        use crate::cm::RuntimeConfigAnswer;
         let r: Result<api::RuntimeConfigResponse> = call!(
             self,
             runtime,
@@ -329,17 +331,14 @@ impl CriClient {
             Duration::from_secs(10)
         );
         match r {
-            Ok(r) => Ok(r
-                .linux
-                .and_then(|l| match api::CgroupDriver::try_from(l.cgroup_driver) {
-                    Ok(api::CgroupDriver::Systemd) => Some(crate::cm::CgroupDriver::Systemd),
-                    Ok(api::CgroupDriver::Cgroupfs) => Some(crate::cm::CgroupDriver::Cgroupfs),
-                    Err(_) => None,
-                })),
+            Ok(r) => Ok(match r.linux {
+                Some(l) => RuntimeConfigAnswer::CgroupDriver(l.cgroup_driver),
+                None => RuntimeConfigAnswer::NoLinux,
+            }),
             Err(CriError::Rpc {
                 code: tonic::Code::Unimplemented,
                 ..
-            }) => Ok(None),
+            }) => Ok(RuntimeConfigAnswer::Unimplemented),
             Err(e) => Err(e),
         }
     }

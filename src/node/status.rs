@@ -486,6 +486,11 @@ mod tests {
             container_runtime_version("containerd", "1.6.20~ds1"),
             "containerd://1.6.20"
         );
+        // containerd 2.x reports its version with a v
+        assert_eq!(
+            container_runtime_version("containerd", "v2.4.2"),
+            "containerd://2.4.2"
+        );
         assert_eq!(container_runtime_version("x", "weird"), "x://weird");
     }
     use super::*;

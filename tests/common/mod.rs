@@ -49,6 +49,26 @@ impl Env {
     pub fn node_ip(&self) -> &str {
         self.get("NODE_IP")
     }
+    /// Which containerd the cluster runs: `1.6` (Debian's, the default) or `2` (`CONTAINERD=2
+    /// hack/local-up.sh up`); `1.6` for an env file written before it said.
+    pub fn containerd_mode(&self) -> &str {
+        self.vars.get("CONTAINERD").map_or("1.6", String::as_str)
+    }
+    /// The containerd the cluster runs, as the node's CONTAINER-RUNTIME column shows it (the Go
+    /// kubelet's generic version: no `v`, no Debian suffix): `containerd://1.6.20` on Debian's
+    /// 1.6, `containerd://2.4.2` with `CONTAINERD=2 hack/local-up.sh up`. From the env file's
+    /// CONTAINERD_VERSION; `containerd://1.6` for an env file written before it had one.
+    pub fn container_runtime_shown(&self) -> String {
+        let version = match self.vars.get("CONTAINERD_VERSION") {
+            Some(v) if !v.is_empty() => v
+                .trim_start_matches('v')
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect::<String>(),
+            _ => "1.6".to_string(),
+        };
+        format!("containerd://{}", version.trim_end_matches('.'))
+    }
 }
 
 /// The parsed env file. Panics when the cluster is not up: these tests never pass silently.

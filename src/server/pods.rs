@@ -35,12 +35,9 @@ impl PodLookup {
         if !is_dns_label(namespace) || !is_dns_subdomain(name) {
             return None;
         }
-        let pod = self.pods.get(namespace, name)?;
-        let mut pod = Pod::clone(&pod);
-        if let Some(status) = self.status.latest(crate::pod::uid(&pod)) {
-            pod.status = Some(status);
-        }
-        Some(pod)
+        self.pods
+            .get(namespace, name)
+            .map(|p| self.with_latest_status(&p))
     }
 
     /// Every pod of this kubelet (`/pods`: the Go kubelet's `GetPods`, static pods rather than
@@ -49,14 +46,17 @@ impl PodLookup {
         self.pods
             .pods()
             .iter()
-            .map(|p| {
-                let mut pod = Pod::clone(p);
-                if let Some(status) = self.status.latest(crate::pod::uid(&pod)) {
-                    pod.status = Some(status);
-                }
-                pod
-            })
+            .map(|p| self.with_latest_status(p))
             .collect()
+    }
+
+    /// A copy of `pod` with the newest status the kubelet produced for it, if any.
+    fn with_latest_status(&self, pod: &Pod) -> Pod {
+        let mut pod = pod.clone();
+        if let Some(status) = self.status.latest(crate::pod::uid(&pod)) {
+            pod.status = Some(status);
+        }
+        pod
     }
 }
 

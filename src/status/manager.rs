@@ -280,21 +280,7 @@ impl StatusManager {
     /// else last written (on the pod or its mirror pod), else the API copy.
     fn with_carry_over(&self, pod: &Pod, status: &PodStatus) -> PodStatus {
         let uid = crate::pod::uid(pod);
-        let known = self
-            .inner
-            .pending
-            .lock()
-            .unwrap()
-            .get(uid)
-            .map(|(_, s)| s.clone())
-            .or_else(|| {
-                let written = self.inner.last_written.lock().unwrap();
-                written.get(uid).cloned().or_else(|| {
-                    let mirrors = self.inner.mirrors.lock().unwrap();
-                    mirrors.get(uid).and_then(|(m, _)| written.get(m).cloned())
-                })
-            })
-            .or_else(|| pod.status.clone());
+        let known = self.latest(uid).or_else(|| pod.status.clone());
         let mut status = status.clone();
         if let Some(old) = &known {
             carry_over(old, &mut status);

@@ -6,7 +6,8 @@
 # with both).
 #
 # Usage:
-#   hack/conformance.sh [--kubelet deckhand|go] [--focus REGEX] [--skip REGEX] [--procs N] [--serial]
+#   hack/conformance.sh [--kubelet deckhand|go] [--containerd 1.6|2] [--focus REGEX] [--skip REGEX]
+#                       [--procs N] [--serial]
 #   hack/conformance.sh --sig-node [...]      shortcut for --focus '\[sig-node\].*\[Conformance\]'
 #   hack/conformance.sh --compare             both columns (deckhand vs go) from the two last summaries
 #   hack/conformance.sh [--kubelet K] --summarize   rewrite summary.txt and results.tsv from the last
@@ -16,6 +17,12 @@
 #                 deckhand as node $NODE_NAME for the run; deckhand and the machine (sysctls, iptables
 #                 chains, the CSINode object, its root dir) are put back afterwards, also on failure
 #                 or Ctrl-C
+#   --containerd V  the runtime of the run: 1.6 (Debian's) or 2 (containerd 2.x built by
+#                 hack/build-containerd.sh); default: $CONTAINERD, else the one the cluster runs, else
+#                 1.6. A cluster that is down is brought up on it (CONTAINERD=V hack/local-up.sh up);
+#                 one that runs the other containerd is refused (hack/local-up.sh down first). Results
+#                 of a containerd 2 run go to _output/conformance/<kubelet>-containerd2/, and
+#                 --compare with --containerd 2 compares those.
 #   --focus R     ginkgo focus (default '\[Conformance\]')
 #   --skip R      skipped in addition to the default skip below
 #   --procs N     parallel ginkgo processes for the parallel phase (default 3)
@@ -24,7 +31,9 @@
 #                 when it expires counts as failed (timedout), the ones not reached as not-run
 #   --known-failures FILE   exit 1 unless every failed test matches a line of FILE (extended
 #                 regular expressions, # comments; hack/conformance-known-failures.txt lists the
-#                 harness's) and every selected test ran: what README command 2 checks. A failure
+#                 harness's; a line that starts with `containerd=1.6 ` or `containerd=2 ` applies
+#                 to runs on that containerd only) and every selected test ran: what README command
+#                 2 checks. A failure
 #                 not on the list gets a second attempt (one at a time); if it passes then, it is
 #                 reported as flaky and does not fail the run (--no-retry: no second attempt)
 #
@@ -76,10 +85,13 @@ TIMEOUT=24h
 SUMMARIZE=0
 KNOWN_FAILURES=
 RETRY=1
+RUNTIME=${CONTAINERD:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --kubelet) KUBELET=$2; shift 2 ;;
     --kubelet=*) KUBELET=${1#*=}; shift ;;
+    --containerd) RUNTIME=$2; shift 2 ;;
+    --containerd=*) RUNTIME=${1#*=}; shift ;;
     --focus) FOCUS=$2; shift 2 ;;
     --focus=*) FOCUS=${1#*=}; shift ;;
     --skip) EXTRA_SKIP=$2; shift 2 ;;
@@ -100,6 +112,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$KUBELET" in deckhand | go) ;; *) echo "conformance: --kubelet deckhand|go" >&2; exit 2 ;; esac
+# the containerd of the run (1.6 or 2): asked for, or the one the cluster runs (or ran last)
+MODE_FILE="$ROOT/_output/local-up/containerd-mode"
+case "${RUNTIME:-$(cat "$MODE_FILE" 2>/dev/null || echo 1.6)}" in
+  1 | 1.6 | 1.6.*) RUNTIME=1.6; SUFFIX= ;;
+  2 | 2.*) RUNTIME=2; SUFFIX=-containerd2 ;;
+  *) echo "conformance: --containerd 1.6|2 (got ${RUNTIME})" >&2; exit 2 ;;
+esac
 
 log() { echo "conformance [$(date -u +%H:%M:%S)]: $*"; }
 die() { echo "conformance: ERROR: $*" >&2; exit 1; }
@@ -108,11 +127,11 @@ die() { echo "conformance: ERROR: $*" >&2; exit 1; }
 # --compare: two columns from the last deckhand and go results
 # ---------------------------------------------------------------------------------------------
 if [ "$COMPARE" = 1 ]; then
-  D="$OUT_BASE/deckhand/results.tsv" G="$OUT_BASE/go/results.tsv"
-  [ -f "$D" ] || die "no $D (run hack/conformance.sh first)"
-  [ -f "$G" ] || die "no $G (run hack/conformance.sh --kubelet go first)"
+  D="$OUT_BASE/deckhand$SUFFIX/results.tsv" G="$OUT_BASE/go$SUFFIX/results.tsv"
+  [ -f "$D" ] || die "no $D (run hack/conformance.sh --containerd $RUNTIME first)"
+  [ -f "$G" ] || die "no $G (run hack/conformance.sh --kubelet go --containerd $RUNTIME first)"
   for k in deckhand go; do
-    echo "$k: $(sed -n 's/^focus: //p' "$OUT_BASE/$k/summary.txt") | $(grep -m1 '^selected' "$OUT_BASE/$k/summary.txt")"
+    echo "$k: $(sed -n 's/^focus: //p' "$OUT_BASE/$k$SUFFIX/summary.txt") | $(grep -m1 '^selected' "$OUT_BASE/$k$SUFFIX/summary.txt")"
   done
   echo
   # state<TAB>name<TAB>message, joined on the name
@@ -151,7 +170,7 @@ for t in jq curl iptables sysctl findmnt mount umount setsid; do
 done
 SKIP=$(IFS='|'; echo "${DEFAULT_SKIP[*]}")
 [ -z "$EXTRA_SKIP" ] || SKIP="$SKIP|$EXTRA_SKIP"
-OUT="$OUT_BASE/$KUBELET"
+OUT="$OUT_BASE/$KUBELET$SUFFIX"
 mkdir -p "$OUT"
 
 # ---------------------------------------------------------------------------------------------
@@ -192,6 +211,7 @@ summarize() {
   wall=$(awk '{s += $2} END {print s + 0}' "$OUT/phases.txt" 2>/dev/null || echo 0)
   {
     echo "kubelet: $KUBELET ($(cat "$OUT/kubelet-version.txt" 2>/dev/null))"
+    echo "runtime: $(cat "$OUT/runtime-version.txt" 2>/dev/null || echo "containerd $RUNTIME")"
     echo "suite: k8s.io/kubernetes $KUBE_VERSION test/e2e ($(date -u -r "$OUT/results.tsv" +%Y-%m-%dT%H:%MZ))"
     echo "focus: $(cat "$OUT/focus.txt" 2>/dev/null)"
     echo "skip: $(cat "$OUT/skip.txt" 2>/dev/null)"
@@ -209,7 +229,9 @@ summarize() {
 # the script
 check_known_failures() {
   local patterns unexpected
-  patterns=$(grep -v '^[[:space:]]*\(#\|$\)' "$KNOWN_FAILURES" || true)
+  # the lines for every containerd (no prefix) and for this one (prefix `containerd=$RUNTIME `)
+  patterns=$(grep -v '^[[:space:]]*\(#\|$\)' "$KNOWN_FAILURES" |
+    sed -n "s/^containerd=$RUNTIME //p;t;/^containerd=/!p" || true)
   unexpected=$(awk -F'\t' '$1=="failed" {print $2}' "$OUT/results.tsv" |
     if [ -n "$patterns" ]; then grep -v -E -f <(printf '%s\n' "$patterns") || true; else cat; fi)
   if [ -n "$unexpected" ] && [ "$RETRY" = 1 ] && [ "$INTERRUPTED" = 0 ]; then
@@ -255,9 +277,13 @@ targets=(e2e.test ginkgo agnhost nonewprivs sample-apiserver etcd kubectl)
 "$ROOT/hack/build-k8s.sh" "${targets[@]}"
 
 if ! "$ROOT/hack/local-up.sh" status >/dev/null 2>&1; then
-  log "the local cluster is not up: hack/local-up.sh up"
-  "$ROOT/hack/local-up.sh" up
+  log "the local cluster is not up: CONTAINERD=$RUNTIME hack/local-up.sh up"
+  CONTAINERD=$RUNTIME "$ROOT/hack/local-up.sh" up
 fi
+running=$(cat "$MODE_FILE" 2>/dev/null || echo 1.6)
+[ "$running" = "$RUNTIME" ] ||
+  die "the cluster runs containerd $running, the run asks for $RUNTIME: hack/local-up.sh down first (or --containerd $running)"
+
 # shellcheck disable=SC1090
 . "$ENV_FILE"
 export KUBECONFIG
@@ -342,6 +368,7 @@ run_phase() {
 }
 
 echo "node $NODE_NAME, kubeletVersion $(node_kubelet | cut -d' ' -f1)" > "$OUT/kubelet-version.txt"
+kc get node "$NODE_NAME" -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}' > "$OUT/runtime-version.txt" 2>/dev/null || true
 if [ "$SERIAL_ONLY" = 1 ]; then
   run_phase serial "$FOCUS" "$SKIP" 1
 else

@@ -10,6 +10,14 @@
 # the cluster is left up.  KEEP_CLUSTER=1 leaves a cluster this script started running.
 # CONTAINERD=2 brings a cluster up on containerd 2.x instead of Debian's 1.6 (hack/local-up.sh);
 # a cluster already up keeps the containerd it runs.
+#
+# Both runtimes (issue 17): when this script brought the cluster up itself, after the tests above
+# it brings it up again on the other containerd (2.x after 1.6; 1.6 after 2.x) and runs the
+# end-to-end test files that exercise the runtime there ($OTHER_RUNTIME_TESTS below: every one but
+# those that test only the API server, the scheduler or deckhand's own input handling). The
+# conformance suite runs on the first containerd only (time; `hack/conformance.sh --containerd 2`
+# runs it on 2.x). OTHER_RUNTIME=0 leaves that phase out; a cluster that was already up is not
+# switched.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -36,7 +44,8 @@ log "Go builds in the background (log: $PREBUILD_LOG)"
     ginkgo agnhost nonewprivs sample-apiserver $([ "${CONFORMANCE:-1}" != 0 ] && echo e2e.test)
   [ "${LOCAL_UP_DNS:-1}" = 0 ] || hack/build-coredns.sh
   # CONTAINERD=2: the cluster runs containerd 2.x (hack/local-up.sh), built from its Go module
-  case "${CONTAINERD:-}" in 2|2.*) hack/build-containerd.sh ;; esac
+  # (and the second runtime phase below runs on it unless OTHER_RUNTIME=0)
+  case "${CONTAINERD:-}" in 2|2.*) hack/build-containerd.sh ;; *) [ "${OTHER_RUNTIME:-1}" = 0 ] || hack/build-containerd.sh ;; esac
   hack/build-crictl.sh || true
 ) > "$PREBUILD_LOG" 2>&1 &
 prebuild=$!
@@ -118,4 +127,28 @@ if [ "${CONFORMANCE:-1}" != 0 ]; then
   CONFORMANCE_STARTED=1
   hack/conformance.sh --sig-node --procs "${CONFORMANCE_PROCS:-3}" \
     --known-failures hack/conformance-known-failures.txt
+fi
+
+# The end-to-end tests again on the other containerd (see the top): the files that exercise the
+# runtime. Left out: e2e_apiserver_outage, e2e_scheduler, e2e_fuzz, e2e_hostile and
+# e2e_conformance_gaps (API server, scheduler, input handling and kubelet-server load, which do not
+# depend on the runtime; about 4 minutes).
+OTHER_RUNTIME_TESTS=(e2e e2e_exit e2e_lifecycle e2e_containerd_restart e2e_server e2e_ephemeral
+  e2e_standalone e2e_static e2e_podspec e2e_resize e2e_network e2e_gc e2e_eviction e2e_defects
+  e2e_dns e2e_join)
+if [ "${OTHER_RUNTIME:-1}" != 0 ]; then
+  if [ "$started" != 1 ]; then
+    log "the other containerd: skipped (the cluster was up before this script; it is not switched)"
+  else
+    first=$(cat _output/local-up/containerd-mode 2>/dev/null || echo 1.6)
+    other=2; [ "$first" = 2 ] && other=1.6
+    log "the end-to-end tests again on containerd $other (hack/local-up.sh down; CONTAINERD=$other up)"
+    hack/local-up.sh down
+    CONTAINERD=$other hack/local-up.sh up
+    OTHER_LOG="$ROOT/_output/cargo-tests-containerd$other.log"
+    args=(); for t in "${OTHER_RUNTIME_TESTS[@]}"; do args+=(--test "$t"); done
+    CARGO_LOG=$OTHER_LOG
+    cargo test --profile "$PROFILE" "${args[@]}" --no-fail-fast -- --test-threads="${E2E_THREADS:-4}" 2>&1 |
+      tee "$OTHER_LOG"
+  fi
 fi

@@ -102,6 +102,7 @@ const BLOCKING_THREAD_KEEP_ALIVE: std::time::Duration = std::time::Duration::fro
 /// file and mount work goes to tokio's blocking pool either way
 /// ([`BLOCKING_THREAD_KEEP_ALIVE`]). Like GOMAXPROCS for the Go kubelet, a knob for small nodes.
 fn main() -> Result<()> {
+    deckhand::pod::housekeeping::limit_heap_arenas();
     deckhand::abort_on_panic();
     let threads: Option<usize> = std::env::var("DECKHAND_RUNTIME_THREADS")
         .ok()

@@ -74,6 +74,23 @@ pub fn trim_heap() {
     }
 }
 
+/// The most malloc arenas deckhand's threads use ([`limit_heap_arenas`]).
+pub const HEAP_ARENA_MAX: i32 = 2;
+
+/// Caps glibc's malloc arenas at [`HEAP_ARENA_MAX`] (`mallopt(M_ARENA_MAX)`; the default is
+/// eight per core). Call first thing in `main`, before any thread starts. Each tokio worker and
+/// blocking thread otherwise gets an arena of its own, and a pod burst leaves each of them
+/// fragmented: after 100 pods came and went, 15 arenas held 27 MB for 5.8 MB in use and RSS
+/// grew with every burst (issue 15). deckhand's allocations are small and short, so two arenas
+/// cost it no measurable contention.
+pub fn limit_heap_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; called before other threads exist.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, HEAP_ARENA_MAX);
+    }
+}
+
 /// Logs the clean-up of an orphan: at info the first time, then at debug.
 fn log_cleanup(first: bool, uid: &str, what: &str) {
     if first {

@@ -133,6 +133,10 @@ impl PodWorker {
     /// The state machine of one pod UID (k/k `podWorkerLoop`): syncing while it lives, waiting
     /// once it finished or was stopped by the kubelet, terminating once it is deleted; it
     /// returns when the pod is cleaned up or deckhand shuts down.
+    ///
+    /// Each step (sync, terminate, evict, ...) is awaited through a `Box`: an idle worker's
+    /// future then holds only this loop's own state, not the largest step's (about 34 KB of
+    /// the pod worker's future was the inlined sync; one such future per pod, issue 15).
     pub(super) async fn run(mut self, cancel: CancellationToken) {
         let mut next_wake: Option<Instant> = None;
         // kubelet_pod_worker_duration_seconds's operation_type for the next sync (Go's
@@ -146,19 +150,19 @@ impl PodWorker {
         loop {
             let update = self.rx.borrow_and_update().clone();
             if deleting(&update) {
-                self.terminate(update, &cancel).await;
+                Box::pin(self.terminate(update, &cancel)).await;
                 return;
             }
             if !self.admitted {
                 self.admitted = true;
-                if let Some(status) = self.admission(&update.pod).await {
+                if let Some(status) = Box::pin(self.admission(&update.pod)).await {
                     self.terminal_override = Some(Arc::new(status));
-                    self.write_status(&update.pod, true).await;
+                    Box::pin(self.write_status(&update.pod, true)).await;
                 }
             }
             if let Some(ev) = update.evict.clone() {
                 if self.terminal_override.is_none() {
-                    self.evict(&update.pod, ev).await;
+                    Box::pin(self.evict(&update.pod, ev)).await;
                 }
             }
             if self.terminal_override.is_some() {
@@ -166,14 +170,14 @@ impl PodWorker {
                 // The status is re-written now and then in case a write failed (the status
                 // manager skips unchanged ones).
                 let _ = self.evicted_tx.send(super::uid(&update.pod).to_string());
-                if !self.wait_stopped(&cancel).await {
+                if !Box::pin(self.wait_stopped(&cancel)).await {
                     return;
                 }
                 continue;
             }
             if !self.finished && !phase_is_terminal(&update.pod) {
                 if let Some(stop) = self.active_deadline_exceeded(&update.pod) {
-                    self.evict(&update.pod, stop).await;
+                    Box::pin(self.evict(&update.pod, stop)).await;
                     continue;
                 }
             }
@@ -182,9 +186,9 @@ impl PodWorker {
                     // The API copy says the pod finished (e.g. before deckhand restarted):
                     // nothing runs again; stop whatever is left (k/k UpdatePod of a pod whose
                     // status and runtime are terminal goes straight to terminated).
-                    self.finish(&update.pod).await;
+                    Box::pin(self.finish(&update.pod)).await;
                 }
-                if !self.wait_stopped(&cancel).await {
+                if !Box::pin(self.wait_stopped(&cancel)).await {
                     return;
                 }
                 continue;
@@ -201,8 +205,7 @@ impl PodWorker {
             let outcome = {
                 let mut rx = self.rx.clone();
                 let pod = update.pod.clone();
-                let sync = self.sync(&pod);
-                tokio::pin!(sync);
+                let mut sync = Box::pin(self.sync(&pod));
                 loop {
                     tokio::select! {
                         r = &mut sync => break Some(r),

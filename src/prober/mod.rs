@@ -325,14 +325,16 @@ impl ProbeTask {
                 _ = cancel.cancelled() => return,
                 _ = ticker.tick() => {}
             }
-            let outcome = handlers::run(
+            // boxed: the handler's future (HTTP client, exec stream) lives only while a probe
+            // runs, instead of inside every probe task's future between probes (issue 15)
+            let outcome = Box::pin(handlers::run(
                 &self.probe,
                 &self.container,
                 &self.env.cri,
                 &self.container_id,
                 &self.pod_ip,
                 s.timeout,
-            )
+            ))
             .await;
             let ok = outcome.ok();
             if let Some(msg) = outcome.event_message(self.kind) {

@@ -82,17 +82,20 @@ pub async fn run(
                 listing.clear();
                 continue;
             }
-            Ok(Event::InitApply(p)) => {
+            Ok(Event::InitApply(mut p)) => {
+                trim(&mut p);
                 listing.insert(crate::pod::uid(&p).to_string());
                 observe_startup(&p);
                 PodEvent::Apply(p)
             }
             Ok(Event::InitDone) => PodEvent::Synced(std::mem::take(&mut listing)),
-            Ok(Event::Apply(p)) => {
+            Ok(Event::Apply(mut p)) => {
+                trim(&mut p);
                 observe_startup(&p);
                 PodEvent::Apply(p)
             }
-            Ok(Event::Delete(p)) => {
+            Ok(Event::Delete(mut p)) => {
+                trim(&mut p);
                 crate::pod::startup_latency::tracker().delete(crate::pod::uid(&p));
                 PodEvent::Delete(p)
             }
@@ -102,6 +105,16 @@ pub async fn run(
             return;
         }
     }
+}
+
+/// Drops what the kubelet never reads from a pod as it arrives from the API server, before the
+/// pod manager, the pod worker and the status manager each keep a copy: `metadata.managedFields`
+/// (server-side apply bookkeeping; one entry per field manager, each a JSON tree of the fields
+/// it owns, about a third of a pod's size). Neither the downward API nor any kubelet decision
+/// reads it, and the status manager writes statuses as merge patches, so nothing is sent back
+/// without it. (The Go kubelet keeps it in its pod manager; its `/pods` endpoint shows it.)
+pub fn trim(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
 }
 
 /// Woken when the API server answers again after failures ([`api_server_answers_again`]).
@@ -209,6 +222,31 @@ mod tests {
 
     fn status(code: u16, reason: &str) -> Box<Status> {
         Box::new(Status::failure("m", reason).with_code(code))
+    }
+
+    #[test]
+    fn trim_drops_managed_fields_and_keeps_what_the_downward_api_reads() {
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                "labels": {"app": "a"},
+                "annotations": {"note": "kept"},
+                "managedFields": [{
+                    "manager": "kube-controller-manager", "operation": "Update",
+                    "apiVersion": "v1", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}}
+                }]
+            },
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+        }))
+        .unwrap();
+        let before = pod.clone();
+        trim(&mut pod);
+        assert_eq!(pod.metadata.managed_fields, None);
+        assert_eq!(pod.metadata.labels, before.metadata.labels);
+        assert_eq!(pod.metadata.annotations, before.metadata.annotations);
+        assert_eq!(pod.metadata.resource_version, before.metadata.resource_version);
+        assert_eq!(pod.spec, before.spec);
     }
 
     #[test]

@@ -136,6 +136,13 @@ pub struct Flags {
     #[arg(long = "pleg-relist-period", default_value = "5s", value_parser = parse_go_duration)]
     pub pleg_relist_period: Duration,
 
+    /// Which runtime event stream the PLEG follows besides the relist: `auto` (containerd's
+    /// native stream on containerd, else CRI's `GetContainerEvents`), `containerd`, or `cri`
+    /// (the stream the Go kubelet's `EventedPLEG` follows). deckhand's own flag: see
+    /// [`crate::pleg::EventSource`] for the choice and why it is not the feature gate.
+    #[arg(long = "pleg-event-source", value_enum, default_value = "auto")]
+    pub pleg_event_source: crate::pleg::EventSource,
+
     /// Log verbosity, as the Go kubelet's `--v` (0 = info, 2+ = debug, 4+ = trace). RUST_LOG
     /// overrides it.
     #[arg(long = "v", short = 'v')]

@@ -173,6 +173,23 @@ impl Harness {
     /// Pod workers on `runtime` (a new one, or one kept from a previous harness: a deckhand
     /// restart).
     pub(crate) async fn start(runtime: FakeRuntime) -> Harness {
+        Self::start_inner(runtime, None).await
+    }
+
+    /// [`Harness::start`] with the PLEG running too, following `source`'s event stream and
+    /// relisting every `relist_period` (the harness's own pokes still work).
+    pub(crate) async fn start_with_pleg(
+        runtime: FakeRuntime,
+        source: deckhand::pleg::EventSource,
+        relist_period: Duration,
+    ) -> Harness {
+        Self::start_inner(runtime, Some((source, relist_period))).await
+    }
+
+    async fn start_inner(
+        runtime: FakeRuntime,
+        pleg_source: Option<(deckhand::pleg::EventSource, Duration)>,
+    ) -> Harness {
         let dir =
             std::env::temp_dir().join(format!("deckhand-component-{:08x}", rand::random::<u32>()));
         std::fs::create_dir_all(dir.join("logs/pods")).unwrap();
@@ -219,6 +236,19 @@ impl Harness {
         let states = workers.pod_states();
         let c = cancel.clone();
         tokio::spawn(async move { workers.run(pods_rx, pleg_rx, commands_rx, c).await });
+        if let Some((source, period)) = pleg_source {
+            // no containerd here: the native stream, if chosen, finds no socket
+            let pleg = deckhand::pleg::Pleg::new(
+                runtime.client().await,
+                dir.join("no-containerd.sock").display().to_string(),
+                period,
+                pleg.clone(),
+            )
+            .with_exits(exits.clone())
+            .with_event_source(source, "fake");
+            let c = cancel.clone();
+            tokio::spawn(async move { pleg.run(c).await });
+        }
         Harness {
             runtime,
             api,

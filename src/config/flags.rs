@@ -588,6 +588,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_pleg_event_source_defaults_to_auto_and_parses() {
+        use crate::pleg::EventSource;
+        let parse = |args: &[&str]| {
+            Flags::try_parse_from(std::iter::once("deckhand").chain(args.iter().copied()))
+                .map(|f| f.pleg_event_source)
+        };
+        assert_eq!(parse(&[]).unwrap(), EventSource::Auto);
+        assert_eq!(
+            parse(&["--pleg-event-source=cri"]).unwrap(),
+            EventSource::Cri
+        );
+        assert_eq!(
+            parse(&["--pleg-event-source", "containerd"]).unwrap(),
+            EventSource::Containerd
+        );
+        assert!(parse(&["--pleg-event-source=evented"]).is_err());
+    }
+
+    #[test]
     fn kubelet_flags_parse() {
         let f = Flags::try_parse_from([
             "deckhand",

@@ -51,9 +51,9 @@ async fn a_stopped_event_on_the_cri_stream_wakes_the_pod_worker() {
     h.stop().await;
 }
 
-/// The control: with the native source and no containerd to give it events, the same exit is
-/// not seen within the time above (the worker waits for its resync): the event made the
-/// difference.
+/// The control: with the native source forced and no containerd to give it events (and no
+/// fallback when forced), the same exit is not seen within the time above (the worker waits for
+/// its resync): the event made the difference.
 #[tokio::test(start_paused = true)]
 async fn without_an_event_the_exit_waits_for_the_resync() {
     let (h, _p, id) = running_pod(EventSource::Containerd, LONG_RELIST, "quiet").await;
@@ -133,5 +133,32 @@ async fn a_failed_event_stream_is_resubscribed_after_a_relist() {
         st["containerStatuses"][0]["state"]["terminated"]["exitCode"],
         7
     );
+    h.stop().await;
+}
+
+/// `auto` on a runtime named containerd whose native stream cannot be had: the PLEG falls back
+/// to CRI's stream, and an exit wakes the worker through it.
+#[tokio::test(start_paused = true)]
+async fn auto_falls_back_to_the_cri_stream_when_containerds_is_unavailable() {
+    let h =
+        Harness::start_with_pleg_on(fake_runtime(), EventSource::Auto, LONG_RELIST, "containerd")
+            .await;
+    let p = pod("fallback", "Never", json!({}));
+    h.apply(&p).await;
+    let c = eventually(Duration::from_secs(10), "the container runs", || {
+        h.runtime.running("main")
+    })
+    .await;
+    h.status_in_phase("fallback", "Running", Duration::from_secs(10))
+        .await;
+    eventually(Duration::from_secs(5), "subscribed to CRI events", || {
+        (h.runtime.event_streams() > 0).then_some(())
+    })
+    .await;
+    let t0 = Instant::now();
+    h.runtime.exit(&c.id, 3);
+    h.status_in_phase("fallback", "Failed", Duration::from_secs(5))
+        .await;
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
     h.stop().await;
 }

@@ -435,7 +435,8 @@ impl Kubelet {
                 pleg_tx,
             )
             .with_tasks(tasks.clone())
-            .with_exits(ctx.exits.clone());
+            .with_exits(ctx.exits.clone())
+            .with_event_source(flags.pleg_event_source, &version.runtime_name);
             let c = cancel.clone();
             tasks.spawn("pleg", async move { pleg.run(c).await });
         }

@@ -6,6 +6,8 @@
 //! and the workers' clock are one [`TokioClock`], so a 10 s crash back-off takes no real time
 //! and the timings asserted here are exact, not racy.
 
+#[path = "component_pod_worker/cri_events.rs"]
+mod cri_events;
 #[path = "component_pod_worker/ephemeral.rs"]
 mod ephemeral;
 #[path = "component_pod_worker/exits.rs"]

@@ -136,6 +136,13 @@ pub struct Flags {
     #[arg(long = "pleg-relist-period", default_value = "5s", value_parser = parse_go_duration)]
     pub pleg_relist_period: Duration,
 
+    /// Which runtime event stream the PLEG follows besides the relist: `auto` (containerd's
+    /// native stream on containerd, else CRI's `GetContainerEvents`), `containerd`, or `cri`
+    /// (the stream the Go kubelet's `EventedPLEG` follows). deckhand's own flag: see
+    /// [`crate::pleg::EventSource`] for the choice and why it is not the feature gate.
+    #[arg(long = "pleg-event-source", value_enum, default_value = "auto")]
+    pub pleg_event_source: crate::pleg::EventSource,
+
     /// Log verbosity, as the Go kubelet's `--v` (0 = info, 2+ = debug, 4+ = trace). RUST_LOG
     /// overrides it.
     #[arg(long = "v", short = 'v')]
@@ -579,6 +586,25 @@ impl Flags {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pleg_event_source_defaults_to_auto_and_parses() {
+        use crate::pleg::EventSource;
+        let parse = |args: &[&str]| {
+            Flags::try_parse_from(std::iter::once("deckhand").chain(args.iter().copied()))
+                .map(|f| f.pleg_event_source)
+        };
+        assert_eq!(parse(&[]).unwrap(), EventSource::Auto);
+        assert_eq!(
+            parse(&["--pleg-event-source=cri"]).unwrap(),
+            EventSource::Cri
+        );
+        assert_eq!(
+            parse(&["--pleg-event-source", "containerd"]).unwrap(),
+            EventSource::Containerd
+        );
+        assert!(parse(&["--pleg-event-source=evented"]).is_err());
+    }
 
     #[test]
     fn kubelet_flags_parse() {

@@ -111,6 +111,18 @@ impl CriError {
         }
     }
 
+    /// True when the runtime does not implement the call (gRPC UNIMPLEMENTED), e.g.
+    /// `GetContainerEvents` on containerd 1.6.
+    pub fn is_unimplemented(&self) -> bool {
+        matches!(
+            self,
+            CriError::Rpc {
+                code: tonic::Code::Unimplemented,
+                ..
+            }
+        )
+    }
+
     /// True when the runtime reported that the object does not exist.
     pub fn is_not_found(&self) -> bool {
         matches!(self, CriError::NotFound { .. })
@@ -828,6 +840,25 @@ impl CriClient {
             Duration::from_secs(30)
         )?;
         Ok(r.stats)
+    }
+
+    /// `GetContainerEvents`: the runtime's stream of container events (KEP-3386; what the Go
+    /// kubelet's evented PLEG follows, k/k `pkg/kubelet/pleg/evented.go`). No deadline: the
+    /// stream lasts until the runtime ends it. containerd 2.x sends the response headers with
+    /// the first event, so this await lasts until something happens; containerd 1.6 answers at
+    /// once with [`CriError::is_unimplemented`].
+    pub async fn get_container_events(
+        &self,
+    ) -> Result<tonic::Streaming<api::ContainerEventResponse>> {
+        let mut c = self.runtime.clone();
+        let r = c.get_container_events(api::GetEventsRequest {}).await;
+        self.reachability.observe(
+            r.as_ref()
+                .err()
+                .is_some_and(|s| reachability::status_is_unreachable(s.code(), s.message())),
+        );
+        r.map(|r| r.into_inner())
+            .map_err(|s| CriError::from_status("GetContainerEvents", "", s))
     }
 
     /// `ReopenContainerLog`: the runtime closes the container's log file and opens its

@@ -1,10 +1,12 @@
 //! The pod lifecycle event generator (k/k `pkg/kubelet/pleg`): tells pod workers when their
 //! pod's containers or sandbox changed in the runtime.
 //!
-//! Two sources, as the Go kubelet's evented PLEG: containerd's native event stream
-//! (`/tasks/exit`, `/tasks/oom`; delivered within milliseconds), and a periodic
+//! Two sources, as the Go kubelet's evented PLEG: a runtime event stream, and a periodic
 //! relist of sandboxes and containers as the safety net for anything the stream missed (the
-//! stream ends when containerd restarts; it is re-subscribed with back-off, then relisted).
+//! stream ends when the runtime restarts; it is re-subscribed with back-off, then relisted).
+//! The event stream is containerd's native one (`/tasks/exit`, `/tasks/oom`; delivered within
+//! milliseconds) or CRI's `GetContainerEvents` (any CRI runtime that serves it; what the Go
+//! evented PLEG follows): [`source`] decides which (`--pleg-event-source`).
 //! `/tasks/start` is not followed: every start is one the pod worker made itself and already
 //! knows of, and a sync per start event doubled the runtime reads of a pod start.
 //!
@@ -14,8 +16,10 @@
 //! record until CRI confirms it.
 
 pub mod exits;
+pub mod source;
 
 pub use exits::RecordedExits;
+pub use source::EventSource;
 
 use crate::cri::{labels, CriClient};
 use containerd_client::events::{TaskExit, TaskOom};
@@ -50,6 +54,22 @@ pub struct Pleg {
     tasks: crate::tasks::Tasks,
     /// Exits from the event stream that CRI may not show yet.
     exits: RecordedExits,
+    /// Which event stream(s) to follow ([`source::choose_sources`]).
+    event_source: EventSource,
+    /// The runtime's name (CRI `Version`), for the choice.
+    runtime_name: String,
+    /// Asks the relist loop for a relist now (an event stream failed: events may be lost).
+    relist_now: tokio::sync::Notify,
+}
+
+/// How containerd's native event stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NativeEnd {
+    /// Shutdown.
+    Cancelled,
+    /// The socket does not serve containerd's events (`Unimplemented`), or is no usable
+    /// endpoint: the stream will never be had.
+    Unavailable,
 }
 
 /// One task event from containerd's stream that the PLEG acts on.
@@ -109,7 +129,18 @@ impl Pleg {
             owners: Arc::default(),
             tasks: crate::tasks::Tasks::new(),
             exits: RecordedExits::default(),
+            event_source: EventSource::Auto,
+            runtime_name: "containerd".into(),
+            relist_now: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Follows the event stream(s) [`source::choose_sources`] picks for `mode` on the runtime
+    /// named `runtime_name` (CRI `Version`). Without it: `auto` on `containerd`.
+    pub fn with_event_source(mut self, mode: EventSource, runtime_name: &str) -> Self {
+        self.event_source = mode;
+        self.runtime_name = runtime_name.to_string();
+        self
     }
 
     /// Records the exits it sees in `exits` (shared with the pod workers, which read the
@@ -126,15 +157,44 @@ impl Pleg {
         self
     }
 
-    /// Runs the event subscription and the relist loop until `cancel`.
+    /// Runs the event subscription(s) and the relist loop until `cancel`.
     pub async fn run(self, cancel: CancellationToken) {
+        use tracing::Instrument;
         let this = Arc::new(self);
-        {
+        let sources = source::choose_sources(this.event_source, &this.runtime_name);
+        tracing::info!(
+            mode = ?this.event_source,
+            runtime = %this.runtime_name,
+            native = sources.native,
+            cri = sources.cri,
+            "pleg event sources"
+        );
+        if sources.native {
             let this2 = this.clone();
             let cancel = cancel.clone();
-            this.tasks.spawn("pleg event stream", async move {
-                this2.run_events(cancel).await
-            });
+            this.tasks.spawn(
+                "pleg event stream",
+                async move {
+                    let end = this2.clone().run_events(cancel.clone()).await;
+                    if end == NativeEnd::Unavailable && sources.cri_after_native {
+                        tracing::info!("containerd's event stream is unavailable; following CRI's container events");
+                        this2
+                            .run_cri_events(cancel)
+                            .instrument(tracing::info_span!("pleg", source = "cri"))
+                            .await
+                    }
+                }
+                .instrument(tracing::info_span!("pleg", source = "containerd")),
+            );
+        }
+        if sources.cri {
+            let this2 = this.clone();
+            let cancel = cancel.clone();
+            this.tasks.spawn(
+                "pleg event stream (CRI)",
+                async move { this2.run_cri_events(cancel).await }
+                    .instrument(tracing::info_span!("pleg", source = "cri")),
+            );
         }
         this.run_relist(cancel).await;
     }
@@ -209,11 +269,12 @@ impl Pleg {
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep(period) => {}
+                _ = self.relist_now.notified() => {}
             }
         }
     }
 
-    async fn run_events(self: Arc<Self>, cancel: CancellationToken) {
+    async fn run_events(self: Arc<Self>, cancel: CancellationToken) -> NativeEnd {
         let mut delay = Duration::from_millis(200);
         // Failures since the stream last delivered an event: the first one is logged as a
         // warning, the repeats of an outage at debug level (the CRI client's reachability
@@ -225,7 +286,7 @@ impl Pleg {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!(error = %e, "containerd event stream unavailable");
-                    return;
+                    return NativeEnd::Unavailable;
                 }
             };
             let mut client = EventsClient::new(channel);
@@ -238,7 +299,7 @@ impl Pleg {
             // containerd sends the response headers with the first event only, so this await
             // lasts until something happens; it is cancelled with the rest.
             let sub = tokio::select! {
-                _ = cancel.cancelled() => return,
+                _ = cancel.cancelled() => return NativeEnd::Cancelled,
                 r = client.subscribe(req) => r,
             };
             crate::server::metrics::observe_pleg_event_stream(sub.is_ok());
@@ -249,7 +310,7 @@ impl Pleg {
                     let mut stream = resp.into_inner();
                     loop {
                         let item = tokio::select! {
-                            _ = cancel.cancelled() => return,
+                            _ = cancel.cancelled() => return NativeEnd::Cancelled,
                             i = stream.next() => i,
                         };
                         match item {
@@ -276,6 +337,11 @@ impl Pleg {
                         }
                     }
                 }
+                Err(e) if e.code() == tonic::Code::Unimplemented => {
+                    // not containerd's socket (another CRI runtime)
+                    tracing::info!(error = %e, "the runtime does not serve containerd's event stream");
+                    return NativeEnd::Unavailable;
+                }
                 Err(e) => {
                     failures += 1;
                     if failures == 1 {
@@ -288,12 +354,107 @@ impl Pleg {
             // Events may have been missed: the relist catches up; resubscribe after a pause, or
             // at once when CRI calls get answers again.
             tokio::select! {
+                _ = cancel.cancelled() => return NativeEnd::Cancelled,
+                _ = tokio::time::sleep(delay) => {
+                    delay = (delay * 2).min(Duration::from_secs(10));
+                }
+                _ = runtime_back.changed() => delay = Duration::from_millis(200),
+            }
+        }
+    }
+
+    /// Follows CRI's `GetContainerEvents` until `cancel` (k/k `pleg/evented.go`
+    /// watchEventsChannel): each event goes through [`source::cri_event_action`]. When the
+    /// stream fails or ends, it asks for a relist (Go: `e.Relist()`, events may be lost) and
+    /// subscribes again after a back-off (200 ms doubling to 10 s, or at once when the runtime
+    /// answers again). Go gives up after `eventedPlegMaxStreamRetries` and falls back to the
+    /// generic PLEG; deckhand's relist runs all along, so it keeps retrying. A runtime that
+    /// answers `Unimplemented` (containerd 1.6) never will: one info log, and the relist (and
+    /// the native stream, if chosen) stand in.
+    async fn run_cri_events(self: Arc<Self>, cancel: CancellationToken) {
+        let mut delay = Duration::from_millis(200);
+        let mut failures = 0u32;
+        let mut runtime_back = self.cri.reachability().subscribe_back();
+        loop {
+            let sub = tokio::select! {
+                _ = cancel.cancelled() => return,
+                r = self.cri.get_container_events() => r,
+            };
+            crate::server::metrics::observe_pleg_event_stream(sub.is_ok());
+            match sub {
+                Ok(mut stream) => {
+                    delay = Duration::from_millis(200);
+                    failures = 0;
+                    loop {
+                        let item = tokio::select! {
+                            _ = cancel.cancelled() => return,
+                            i = stream.next() => i,
+                        };
+                        match item {
+                            Some(Ok(ev)) => {
+                                failures = 0;
+                                self.on_cri_event(&ev).await;
+                            }
+                            Some(Err(s)) if s.code() == tonic::Code::Unimplemented => {
+                                tracing::info!(error = %s, "the runtime does not serve CRI container events; relying on the relist");
+                                return;
+                            }
+                            Some(Err(s)) => {
+                                failures += 1;
+                                if failures == 1 {
+                                    tracing::warn!(error = %s, "CRI container event stream failed; resubscribing");
+                                } else {
+                                    tracing::debug!(error = %s, "CRI container event stream failed; resubscribing");
+                                }
+                                break;
+                            }
+                            None => {
+                                tracing::debug!("CRI container event stream ended; resubscribing");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(e) if e.is_unimplemented() => {
+                    tracing::info!(error = %e, "the runtime does not serve CRI container events (GetContainerEvents); relying on the relist");
+                    return;
+                }
+                Err(e) => {
+                    failures += 1;
+                    if failures == 1 {
+                        tracing::warn!(error = %e, "subscribing to CRI container events failed");
+                    } else {
+                        tracing::debug!(error = %e, "subscribing to CRI container events failed");
+                    }
+                }
+            }
+            self.relist_now.notify_one();
+            tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep(delay) => {
                     delay = (delay * 2).min(Duration::from_secs(10));
                 }
                 _ = runtime_back.changed() => delay = Duration::from_millis(200),
             }
+        }
+    }
+
+    /// Handles one CRI container event: wakes the pod's worker when
+    /// [`source::cri_event_action`] says so. No exit is recorded: the runtime sends the event
+    /// once its CRI state shows the change, so the worker reads it from CRI.
+    async fn on_cri_event(&self, ev: &crate::cri::api::ContainerEventResponse) {
+        let action = {
+            let owners = self.owners.lock().unwrap();
+            source::cri_event_action(ev, |id| owners.get(id).cloned())
+        };
+        tracing::debug!(
+            container.id = %ev.container_id,
+            event = ev.container_event_type,
+            action = ?action,
+            "CRI container event"
+        );
+        if let source::CriEventAction::Wake(uid) = action {
+            let _ = self.tx.send(uid).await;
         }
     }
 

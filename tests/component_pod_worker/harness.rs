@@ -173,6 +173,35 @@ impl Harness {
     /// Pod workers on `runtime` (a new one, or one kept from a previous harness: a deckhand
     /// restart).
     pub(crate) async fn start(runtime: FakeRuntime) -> Harness {
+        Self::start_inner(runtime, None).await
+    }
+
+    /// [`Harness::start`] with the PLEG running too, following `source`'s event stream and
+    /// relisting every `relist_period` (the harness's own pokes still work). The runtime calls
+    /// itself `fake`.
+    pub(crate) async fn start_with_pleg(
+        runtime: FakeRuntime,
+        source: deckhand::pleg::EventSource,
+        relist_period: Duration,
+    ) -> Harness {
+        Self::start_inner(runtime, Some((source, relist_period, "fake"))).await
+    }
+
+    /// [`Harness::start_with_pleg`] with the PLEG told the runtime is named `runtime_name`
+    /// (`containerd`: `auto` tries containerd's native stream first, which cannot be had here).
+    pub(crate) async fn start_with_pleg_on(
+        runtime: FakeRuntime,
+        source: deckhand::pleg::EventSource,
+        relist_period: Duration,
+        runtime_name: &'static str,
+    ) -> Harness {
+        Self::start_inner(runtime, Some((source, relist_period, runtime_name))).await
+    }
+
+    async fn start_inner(
+        runtime: FakeRuntime,
+        pleg_source: Option<(deckhand::pleg::EventSource, Duration, &'static str)>,
+    ) -> Harness {
         let dir =
             std::env::temp_dir().join(format!("deckhand-component-{:08x}", rand::random::<u32>()));
         std::fs::create_dir_all(dir.join("logs/pods")).unwrap();
@@ -219,6 +248,20 @@ impl Harness {
         let states = workers.pod_states();
         let c = cancel.clone();
         tokio::spawn(async move { workers.run(pods_rx, pleg_rx, commands_rx, c).await });
+        if let Some((source, period, runtime_name)) = pleg_source {
+            // no containerd here: the native stream, if chosen, has no usable endpoint (a
+            // relative path) and is given up at once
+            let pleg = deckhand::pleg::Pleg::new(
+                runtime.client().await,
+                "no-containerd.sock".into(),
+                period,
+                pleg.clone(),
+            )
+            .with_exits(exits.clone())
+            .with_event_source(source, runtime_name);
+            let c = cancel.clone();
+            tokio::spawn(async move { pleg.run(c).await });
+        }
         Harness {
             runtime,
             api,

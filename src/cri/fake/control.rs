@@ -143,9 +143,28 @@ impl FakeRuntime {
                     c.finished_at = now;
                     c.exit_code = code;
                     c.reason = if code == 0 { "Completed" } else { "Error" }.into();
+                    s.publish(id, api::ContainerEventType::ContainerStoppedEvent, now);
                 }
             }
         });
+    }
+
+    /// Ends every open `GetContainerEvents` stream: with `status` as its last item, or cleanly
+    /// with `None` (a runtime restart).
+    pub fn end_event_streams(&self, status: Option<Status>) {
+        self.with(|s| {
+            for tx in s.event_streams.drain(..) {
+                if let Some(st) = &status {
+                    let _ = tx.send(Err(st.clone()));
+                }
+            }
+        });
+    }
+
+    /// How many `GetContainerEvents` streams are open (their receivers may have gone since the
+    /// last event).
+    pub fn event_streams(&self) -> usize {
+        self.with(|s| s.event_streams.len())
     }
 
     /// Container `id`'s process exits with `code` now, but CRI keeps showing it running until
@@ -167,10 +186,11 @@ impl FakeRuntime {
     pub fn confirm_exit(&self, id: &str) {
         let now = self.now_nanos();
         self.with(|s| {
-            if let Some(c) = s.containers.get_mut(id) {
-                if c.pending_exit.is_some() {
-                    Self::kill(c, 0, now);
-                }
+            if s.containers
+                .get(id)
+                .is_some_and(|c| c.pending_exit.is_some())
+            {
+                Self::kill(s, id, 0, now);
             }
         });
     }

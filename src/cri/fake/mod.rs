@@ -7,9 +7,11 @@
 //! What it models: sandboxes (ready or not, an IP from 10.88.0.0/16), containers (created,
 //! running, exited, with exit codes and times), images (present or pulled), `StopContainer`
 //! honouring its timeout for a container that ignores the stop signal, `ExecSync` that may hang
-//! (a preStop hook that never returns), exit injection, per-method error injection, and a
-//! record of every call. Calls deckhand does not make answer `Unimplemented`, as an older
-//! runtime would.
+//! (a preStop hook that never returns), exit injection, per-method error injection, a
+//! `GetContainerEvents` stream (CREATED, STARTED, STOPPED, DELETED, each with the pod sandbox's
+//! and the container's status, as containerd 2.x sends them; an injected `Unimplemented` makes
+//! it containerd 1.6), and a record of every call. Calls deckhand does not make answer
+//! `Unimplemented`, as an older runtime would.
 //!
 //! The CRI services are in `server`, the test controls ([`FakeRuntime::inject_error`],
 //! [`FakeRuntime::exit`], ...) in `control`.
@@ -78,7 +80,59 @@ impl FakeSandbox {
     }
 }
 
+impl FakeSandbox {
+    /// The sandbox as CRI's `PodSandboxStatus` reports it.
+    fn cri_status(&self) -> api::PodSandboxStatus {
+        api::PodSandboxStatus {
+            id: self.id.clone(),
+            metadata: self.config.metadata.clone(),
+            state: self.state(),
+            created_at: self.created_at,
+            network: Some(api::PodSandboxNetworkStatus {
+                ip: if self.ready {
+                    self.ip.clone()
+                } else {
+                    String::new()
+                },
+                ..Default::default()
+            }),
+            labels: self.config.labels.clone(),
+            annotations: self.config.annotations.clone(),
+            ..Default::default()
+        }
+    }
+}
+
 impl FakeContainer {
+    /// The container as CRI's `ContainerStatus` reports it.
+    fn cri_status(&self) -> api::ContainerStatus {
+        api::ContainerStatus {
+            id: self.id.clone(),
+            metadata: self.config.metadata.clone(),
+            state: self.state as i32,
+            created_at: self.created_at,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            exit_code: self.exit_code,
+            image: self.config.image.clone(),
+            image_ref: self.image_ref(),
+            reason: self.reason.clone(),
+            labels: self.config.labels.clone(),
+            annotations: self.config.annotations.clone(),
+            log_path: self.config.log_path.clone(),
+            resources: self
+                .config
+                .linux
+                .as_ref()
+                .and_then(|l| l.resources.clone())
+                .map(|r| api::ContainerResources {
+                    linux: Some(r),
+                    ..Default::default()
+                }),
+            ..Default::default()
+        }
+    }
+
     /// The image reference CRI reports (the image as created).
     fn image_ref(&self) -> String {
         self.config
@@ -115,6 +169,40 @@ struct State {
     hanging_exec: HashSet<String>,
     /// Container names whose ExecSync commands exit with this code (0 when absent).
     exec_exit: HashMap<String, i32>,
+    /// The open `GetContainerEvents` streams.
+    event_streams:
+        Vec<tokio::sync::mpsc::UnboundedSender<Result<api::ContainerEventResponse, Status>>>,
+}
+
+impl State {
+    /// Sends a `kind` event for container `id` to every open `GetContainerEvents` stream, with
+    /// the container's and its sandbox's status as they are now (call it after the change, or
+    /// before a removal).
+    fn publish(&mut self, id: &str, kind: api::ContainerEventType, now: i64) {
+        if self.event_streams.is_empty() {
+            return;
+        }
+        let Some(c) = self.containers.get(id) else {
+            return;
+        };
+        let ev = api::ContainerEventResponse {
+            container_id: id.to_string(),
+            container_event_type: kind as i32,
+            created_at: now,
+            pod_sandbox_status: self
+                .sandboxes
+                .get(&c.sandbox_id)
+                .map(FakeSandbox::cri_status),
+            containers_statuses: self
+                .containers
+                .values()
+                .filter(|o| o.sandbox_id == c.sandbox_id)
+                .map(FakeContainer::cri_status)
+                .collect(),
+        };
+        self.event_streams
+            .retain(|tx| tx.send(Ok(ev.clone())).is_ok());
+    }
 }
 
 /// The fake runtime. Cheap to clone (one shared state).
@@ -213,20 +301,27 @@ impl FakeRuntime {
         format!("{:064x}", s.next_id)
     }
 
-    fn kill(c: &mut FakeContainer, code: i32, now: i64) {
-        if c.state == api::ContainerState::ContainerRunning {
-            c.state = api::ContainerState::ContainerExited;
-            if let Some((code, at)) = c.pending_exit.take() {
-                // the process had exited already: the stop finds nothing to kill
-                c.finished_at = at;
-                c.exit_code = code;
-                c.reason = if code == 0 { "Completed" } else { "Error" }.into();
-                return;
-            }
+    /// Kills container `id` of `s` if it runs (exit `code` at `now`, unless its process had
+    /// exited already) and publishes CONTAINER_STOPPED.
+    fn kill(s: &mut State, id: &str, code: i32, now: i64) {
+        let Some(c) = s.containers.get_mut(id) else {
+            return;
+        };
+        if c.state != api::ContainerState::ContainerRunning {
+            return;
+        }
+        c.state = api::ContainerState::ContainerExited;
+        if let Some((code, at)) = c.pending_exit.take() {
+            // the process had exited already: the stop finds nothing to kill
+            c.finished_at = at;
+            c.exit_code = code;
+            c.reason = if code == 0 { "Completed" } else { "Error" }.into();
+        } else {
             c.finished_at = now;
             c.exit_code = code;
             c.reason = "Error".into();
         }
+        s.publish(id, api::ContainerEventType::ContainerStoppedEvent, now);
     }
 
     fn not_found(what: &str, id: &str) -> Status {
@@ -301,6 +396,71 @@ mod tests {
             "not modelled: Unimplemented"
         );
         assert_eq!(fake.count("RunPodSandbox"), 2);
+    }
+
+    /// GetContainerEvents streams each container change with the pod's sandbox status (as
+    /// containerd 2.x does); an injected Unimplemented (containerd 1.6) is the client's
+    /// `is_unimplemented` error.
+    #[tokio::test]
+    async fn the_fake_streams_container_events_or_answers_unimplemented() {
+        use api::ContainerEventType as T;
+        use futures::StreamExt;
+        let fake = FakeRuntime::new();
+        let cri = fake.client().await;
+        fake.inject_error(
+            "GetContainerEvents",
+            Status::unimplemented("unknown method"),
+        );
+        assert!(cri
+            .get_container_events()
+            .await
+            .unwrap_err()
+            .is_unimplemented());
+        let sb = cri.run_pod_sandbox(sandbox_config("u1")).await.unwrap();
+        // containerd 2.x sends the headers with the first event: subscribe alongside the calls
+        let sub = tokio::spawn({
+            let cri = cri.clone();
+            async move { cri.get_container_events().await }
+        });
+        while fake.event_streams() == 0 {
+            tokio::task::yield_now().await;
+        }
+        let cfg = api::ContainerConfig {
+            metadata: Some(api::ContainerMetadata {
+                name: "main".into(),
+                attempt: 0,
+            }),
+            ..Default::default()
+        };
+        let id = cri
+            .create_container(&sb, cfg, sandbox_config("u1"))
+            .await
+            .unwrap();
+        cri.start_container(&id).await.unwrap();
+        fake.exit(&id, 3);
+        cri.remove_container(&id).await.unwrap();
+        let mut stream = sub.await.unwrap().unwrap();
+        let mut seen = vec![];
+        for _ in 0..4 {
+            let ev = stream.next().await.unwrap().unwrap();
+            assert_eq!(ev.container_id, id);
+            assert_eq!(ev.pod_sandbox_status.unwrap().metadata.unwrap().uid, "u1");
+            seen.push((
+                ev.container_event_type,
+                ev.containers_statuses.first().map(|c| c.exit_code),
+            ));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (T::ContainerCreatedEvent as i32, Some(0)),
+                (T::ContainerStartedEvent as i32, Some(0)),
+                (T::ContainerStoppedEvent as i32, Some(3)),
+                (T::ContainerDeletedEvent as i32, Some(3)),
+            ]
+        );
+        fake.end_event_streams(None);
+        assert!(stream.next().await.is_none(), "the stream ends");
     }
 
     /// A container that ignores the stop signal dies when StopContainer's timeout runs out.

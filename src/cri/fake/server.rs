@@ -82,8 +82,14 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
             if let Some(sb) = s.sandboxes.get_mut(&id) {
                 sb.ready = false;
             }
-            for c in s.containers.values_mut().filter(|c| c.sandbox_id == id) {
-                Self::kill(c, 137, now);
+            let ids: Vec<String> = s
+                .containers
+                .values()
+                .filter(|c| c.sandbox_id == id)
+                .map(|c| c.id.clone())
+                .collect();
+            for c in ids {
+                Self::kill(s, &c, 137, now);
             }
         });
         Ok(Response::new(api::StopPodSandboxResponse {}))
@@ -95,9 +101,19 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
     ) -> Result<Response<api::RemovePodSandboxResponse>, Status> {
         self.enter("RemovePodSandbox").await?;
         let id = req.into_inner().pod_sandbox_id;
+        let now = self.now_nanos();
         self.with(|s| {
+            let ids: Vec<String> = s
+                .containers
+                .values()
+                .filter(|c| c.sandbox_id == id)
+                .map(|c| c.id.clone())
+                .collect();
+            for c in ids {
+                s.publish(&c, api::ContainerEventType::ContainerDeletedEvent, now);
+                s.containers.remove(&c);
+            }
             s.sandboxes.remove(&id);
-            s.containers.retain(|_, c| c.sandbox_id != id);
         });
         Ok(Response::new(api::RemovePodSandboxResponse {}))
     }
@@ -112,19 +128,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
             .with(|s| s.sandboxes.get(&id).cloned())
             .ok_or_else(|| Self::not_found("sandbox", &id))?;
         Ok(Response::new(api::PodSandboxStatusResponse {
-            status: Some(api::PodSandboxStatus {
-                id: sb.id.clone(),
-                metadata: sb.config.metadata.clone(),
-                state: sb.state(),
-                created_at: sb.created_at,
-                network: Some(api::PodSandboxNetworkStatus {
-                    ip: if sb.ready { sb.ip } else { String::new() },
-                    ..Default::default()
-                }),
-                labels: sb.config.labels.clone(),
-                annotations: sb.config.annotations.clone(),
-                ..Default::default()
-            }),
+            status: Some(sb.cri_status()),
             ..Default::default()
         }))
     }
@@ -190,6 +194,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
                     pending_exit: None,
                 },
             );
+            s.publish(&id, api::ContainerEventType::ContainerCreatedEvent, now);
             Ok(id)
         })?;
         Ok(Response::new(api::CreateContainerResponse {
@@ -208,6 +213,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
             Some(c) if c.state == api::ContainerState::ContainerCreated => {
                 c.state = api::ContainerState::ContainerRunning;
                 c.started_at = now;
+                s.publish(&id, api::ContainerEventType::ContainerStartedEvent, now);
                 Ok(())
             }
             Some(_) => Err(Status::unknown(format!(
@@ -259,11 +265,11 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
                 // the stop signal is ignored: SIGKILL when the timeout runs out
                 tokio::time::sleep(Duration::from_secs(req.timeout.max(0) as u64)).await;
                 let now = self.now_nanos();
-                self.with(|s| s.containers.get_mut(&id).map(|c| Self::kill(c, 137, now)));
+                self.with(|s| Self::kill(s, &id, 137, now));
             }
             Some(false) => {
                 let now = self.now_nanos();
-                self.with(|s| s.containers.get_mut(&id).map(|c| Self::kill(c, 143, now)));
+                self.with(|s| Self::kill(s, &id, 143, now));
             }
         }
         Ok(Response::new(api::StopContainerResponse {}))
@@ -275,7 +281,11 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
     ) -> Result<Response<api::RemoveContainerResponse>, Status> {
         self.enter("RemoveContainer").await?;
         let id = req.into_inner().container_id;
-        self.with(|s| s.containers.remove(&id));
+        let now = self.now_nanos();
+        self.with(|s| {
+            s.publish(&id, api::ContainerEventType::ContainerDeletedEvent, now);
+            s.containers.remove(&id)
+        });
         Ok(Response::new(api::RemoveContainerResponse {}))
     }
 
@@ -319,33 +329,24 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
             .with(|s| s.containers.get(&id).cloned())
             .ok_or_else(|| Self::not_found("container", &id))?;
         Ok(Response::new(api::ContainerStatusResponse {
-            status: Some(api::ContainerStatus {
-                id: c.id.clone(),
-                metadata: c.config.metadata.clone(),
-                state: c.state as i32,
-                created_at: c.created_at,
-                started_at: c.started_at,
-                finished_at: c.finished_at,
-                exit_code: c.exit_code,
-                image: c.config.image.clone(),
-                image_ref: c.image_ref(),
-                reason: c.reason.clone(),
-                labels: c.config.labels.clone(),
-                annotations: c.config.annotations.clone(),
-                log_path: c.config.log_path.clone(),
-                resources: c
-                    .config
-                    .linux
-                    .as_ref()
-                    .and_then(|l| l.resources.clone())
-                    .map(|r| api::ContainerResources {
-                        linux: Some(r),
-                        ..Default::default()
-                    }),
-                ..Default::default()
-            }),
+            status: Some(c.cri_status()),
             ..Default::default()
         }))
+    }
+
+    /// Opens a container event stream: every later create, start, stop (or exit) and removal,
+    /// until [`FakeRuntime::end_event_streams`]. An injected error (`Unimplemented`: containerd
+    /// 1.6) answers instead.
+    async fn get_container_events(
+        &self,
+        _: Request<api::GetEventsRequest>,
+    ) -> Result<Response<tonic::codegen::BoxStream<api::ContainerEventResponse>>, Status> {
+        self.enter("GetContainerEvents").await?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.with(|s| s.event_streams.push(tx));
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::UnboundedReceiverStream::new(rx),
+        )))
     }
 
     async fn exec_sync(

@@ -191,7 +191,11 @@ impl Kubelet {
                 }
             }
         };
-        tracing::info!(node = %node_name, runtime = %version.runtime_name, runtime_version = %version.runtime_version, kubelet_version = %crate::kubelet_version(), "starting deckhand");
+        let image_volumes = crate::kuberuntime::image_volume::runtime_supports_image_volumes(
+            &version.runtime_name,
+            &version.runtime_version,
+        );
+        tracing::info!(node = %node_name, runtime = %version.runtime_name, runtime_version = %version.runtime_version, image_volumes, kubelet_version = %crate::kubelet_version(), "starting deckhand");
         let cgroup_driver = cgroup_driver(&kubelet, &cri).await?;
 
         let eviction_thresholds = kubelet.eviction_thresholds().step("--eviction-hard")?;
@@ -340,6 +344,7 @@ impl Kubelet {
             root_dir: flags.root_dir.clone(),
             pod_logs_dir: kubelet.pod_logs_dir.clone(),
             runtime_name: version.runtime_name.clone(),
+            image_volumes,
             pull_lock: Mutex::new(()),
             services: (!standalone)
                 .then(|| crate::source::ServiceLister::start(client.clone(), cancel.clone())),

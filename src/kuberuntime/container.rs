@@ -25,6 +25,8 @@ pub struct StartTarget<'a> {
     pub pod_ip: &'a str,
     /// The pod's volumes on the host.
     pub volumes: &'a crate::volume::VolumePaths,
+    /// The pod's image volumes as this sync pulled them.
+    pub image_volumes: &'a super::image_volume::ImageVolumePulls,
     /// The managed `/etc/hosts` file, if any.
     pub etc_hosts: Option<&'a str>,
 }
@@ -170,6 +172,9 @@ pub async fn start_container(
     let c: &Container = &c;
     let span = tracing::info_span!("container", container = %name);
     async {
+        // image volumes first, then the container's own image (k/k SyncPod's `start`)
+        let images =
+            super::image_volume::container_image_volumes(ctx, pod, c, target.image_volumes)?;
         let image_ref =
             super::image::ensure_image(ctx, pod, c, target.sandbox_config, image_backoff, previous)
                 .await?;
@@ -189,7 +194,7 @@ pub async fn start_container(
             Err(msg) => Err(msg),
         };
         let (env, env_sources) = env_result.map_err(|msg| config_error(ctx, pod, name, msg))?;
-        let mut mounts = crate::volume::container_mounts(c, target.volumes, &env)
+        let mut mounts = crate::volume::container_mounts(c, target.volumes, &images, &env)
             .map_err(|e| config_error(ctx, pod, name, e.to_string()))?;
         if let Some(m) = termination_message_mount(ctx, pod, c).await {
             mounts.push(m);

@@ -65,11 +65,21 @@ pub fn pull_backoff_key(uid: &str, image: &str) -> String {
     format!("{uid}_{image}")
 }
 
-/// The Go kubelet's `EnsureImageExists`: returns the image reference to create the container
-/// with, or the container's waiting state (`InvalidImageName`, `ImageInspectError`,
-/// `ErrImageNeverPull`, `ImagePullBackOff`, `ErrImagePull`, or a pull secret's error).
-/// `image_backoff` is the worker's pull back-off table; `previous` the container's last waiting
-/// state.
+/// What to ensure: a container's image, or an image volume's (k/k `EnsureImageExists` is called
+/// with either; events go on the container, or on the pod for a volume).
+#[derive(Debug, Clone, Copy)]
+pub struct ImageRequest<'a> {
+    /// The container the events name; None for an image volume (events on the pod).
+    pub container: Option<&'a str>,
+    /// The image as the spec writes it.
+    pub requested: &'a str,
+    /// `imagePullPolicy` (container) or `pullPolicy` (image volume) as written; None defaults as
+    /// the API server does (`Always` for `:latest` or no tag, else `IfNotPresent`).
+    pub pull_policy: Option<&'a str>,
+}
+
+/// The Go kubelet's `EnsureImageExists` for container `c` ([`ensure_image_ref`] with its image
+/// and `imagePullPolicy`).
 pub async fn ensure_image(
     ctx: &SyncContext,
     pod: &Pod,
@@ -79,9 +89,31 @@ pub async fn ensure_image(
     previous: Option<&Waiting>,
 ) -> Result<String, Waiting> {
     let requested = c.image.clone().unwrap_or_default();
-    let name = c.name.as_str();
+    let req = ImageRequest {
+        container: Some(&c.name),
+        requested: &requested,
+        pull_policy: c.image_pull_policy.as_deref(),
+    };
+    ensure_image_ref(ctx, pod, &req, sandbox_config, image_backoff, previous).await
+}
+
+/// The Go kubelet's `EnsureImageExists`: returns the image reference to create the container
+/// (or mount the image volume) with, or the waiting state (`InvalidImageName`,
+/// `ImageInspectError`, `ErrImageNeverPull`, `ImagePullBackOff`, `ErrImagePull`, or a pull
+/// secret's error). `image_backoff` is the worker's pull back-off table; `previous` the
+/// container's last waiting state.
+pub async fn ensure_image_ref(
+    ctx: &SyncContext,
+    pod: &Pod,
+    req: &ImageRequest<'_>,
+    sandbox_config: &crate::cri::api::PodSandboxConfig,
+    image_backoff: &mut Backoff,
+    previous: Option<&Waiting>,
+) -> Result<String, Waiting> {
+    let requested = req.requested.to_string();
+    let name = req.container;
     let event = |warning: bool, why: &str, msg: String| {
-        ctx.recorder.pod(pod, Some(name), warning, why, msg);
+        ctx.recorder.pod(pod, name, warning, why, msg);
     };
     let image = match image::apply_default_tag(&requested) {
         Ok(i) => i,
@@ -92,7 +124,7 @@ pub async fn ensure_image(
             return Err(Waiting::new(WaitingReason::InvalidImageName, msg));
         }
     };
-    let policy = PullPolicy::from_spec(c.image_pull_policy.as_deref(), &requested);
+    let policy = PullPolicy::from_spec(req.pull_policy, &requested);
     let present = match ctx.cri.image_status(&image).await {
         Ok(p) => p,
         Err(e) => {

@@ -1,13 +1,15 @@
 //! Carrying out a pod's sync against the container runtime, as the Go kubelet's
 //! `kubeGenericRuntimeManager` does (k/k `pkg/kubelet/kuberuntime`): sandboxes
 //! ([`sandbox`]), containers ([`container`]: start with image, env and mounts; kill with
-//! preStop), images ([`image`]: the pull step and pull secrets) and log files ([`logs`]).
+//! preStop), images ([`image`]: the pull step and pull secrets; [`image_volume`]: image
+//! volumes) and log files ([`logs`]).
 //!
 //! What to do is decided elsewhere ([`crate::pod::actions`], pure); the pod worker
 //! ([`crate::pod::workers`]) owns the per-pod state and calls in here to act.
 
 pub mod container;
 pub mod image;
+pub mod image_volume;
 pub mod logs;
 pub mod resize;
 pub mod sandbox;

@@ -29,6 +29,11 @@ pub struct SyncContext {
     pub pod_logs_dir: String,
     /// Runtime name for container IDs (`containerd`).
     pub runtime_name: String,
+    /// The runtime mounts image volumes (CRI `Mount.image`;
+    /// [`crate::kuberuntime::image_volume::runtime_supports_image_volumes`] of its `Version`);
+    /// false keeps a pod with an image volume out with
+    /// [`crate::volume::VolumeError::ImageVolumeUnsupported`].
+    pub image_volumes: bool,
     /// Image pulls are serialized, as the Go kubelet's default `serializeImagePulls: true`.
     pub pull_lock: Mutex<()>,
     /// All services, for service environment variables (None: no API server, no service

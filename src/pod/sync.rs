@@ -409,9 +409,14 @@ impl PodWorker {
         }
 
         // Volumes: set up before any container of the pod starts.
-        let setup =
-            crate::volume::setup(&ctx.client, &ctx.root_dir, pod, &ctx.node_allocatable_milli)
-                .await;
+        let setup = crate::volume::setup(
+            &ctx.client,
+            &ctx.root_dir,
+            pod,
+            &ctx.node_allocatable_milli,
+            ctx.image_volumes,
+        )
+        .await;
         if setup.is_ok() {
             self.volumes_refreshed = Some(Instant::now());
             if std::mem::take(&mut self.volume_refresh_failing) {
@@ -483,11 +488,25 @@ impl PodWorker {
             }
         };
         let etc_hosts = self.write_etc_hosts(pod, &pod_ip).await;
+        // Image volumes: pulled once per sync, before any container starts (k/k SyncPod
+        // `getImageVolumes`); a container mounting one that failed does not start.
+        let image_volumes = if ctx.image_volumes {
+            kuberuntime::image_volume::ensure_image_volumes(
+                &ctx,
+                pod,
+                &sandbox_config,
+                &mut self.image_backoff,
+            )
+            .await
+        } else {
+            Default::default()
+        };
         let target = StartTarget {
             sandbox_id: &sandbox_id,
             sandbox_config: &sandbox_config,
             pod_ip: &pod_ip,
             volumes: &volumes,
+            image_volumes: &image_volumes,
             etc_hosts: etc_hosts.as_deref(),
         };
         let mut failed = false;
@@ -582,6 +601,7 @@ impl PodWorker {
             &self.ctx.root_dir,
             pod,
             &self.ctx.node_allocatable_milli,
+            self.ctx.image_volumes,
         )
         .await;
         if refreshed.is_ok() && std::mem::take(&mut self.volume_refresh_failing) {

@@ -82,9 +82,10 @@ pub enum VolumeError {
         /// Volume name.
         name: String,
     },
-    /// An `image` volume (an OCI image mounted read-only, KEP-4639): deckhand mounts none
-    /// itself, and the CRI image mount it would ask for needs a runtime with image volume
-    /// support (containerd 2.1 or later), which the runtimes deckhand runs on today lack.
+    /// An `image` volume (an OCI image mounted read-only, KEP-4639) on a runtime that cannot
+    /// mount one: the CRI image mount needs containerd 2.1 or later (or CRI-O 1.31), which
+    /// Debian's containerd 1.6 is not
+    /// ([`crate::kuberuntime::image_volume::runtime_supports_image_volumes`]).
     #[error("volume {name:?}: image volumes are not supported: they need a container runtime with CRI image volume support (containerd 2.1 or later)")]
     ImageVolumeUnsupported {
         /// Volume name.
@@ -170,14 +171,18 @@ pub type VolumePaths = BTreeMap<String, PathBuf>;
 
 /// Sets up the pod's volumes (idempotent: existing content is refreshed in place).
 /// `node_allocatable_milli` (milli-units by resource name) is what a downwardAPI
-/// `resourceFieldRef: limits.*` shows for a container without that limit.
+/// `resourceFieldRef: limits.*` shows for a container without that limit. Image volumes have no
+/// host directory (the runtime mounts the image; see [`container_mounts`]) and are left out of the
+/// result when `image_volumes` says the runtime mounts them.
 ///
-/// Errors: the first volume that cannot be set up; nothing is written outside the volume.
+/// Errors: the first volume that cannot be set up ([`VolumeError::ImageVolumeUnsupported`] for an
+/// image volume when `image_volumes` is false); nothing is written outside the volume.
 pub async fn setup(
     client: &kube::Client,
     root_dir: &Path,
     pod: &Pod,
     node_allocatable_milli: &BTreeMap<String, i128>,
+    image_volumes: bool,
 ) -> Result<VolumePaths, VolumeError> {
     let uid = crate::pod::uid(pod).to_string();
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
@@ -205,6 +210,9 @@ pub async fn setup(
             continue;
         }
         if v.image.is_some() {
+            if image_volumes {
+                continue;
+            }
             return Err(VolumeError::ImageVolumeUnsupported {
                 name: v.name.clone(),
             });
@@ -613,26 +621,42 @@ fn add_items(
 /// it is validated, created when missing, and resolved without following a symlink out of the
 /// volume.
 ///
+/// A mount of an image volume (named in `images`, volume name to the pulled image) becomes a CRI
+/// mount with `image` set, no host path, the sub-path (validated, not resolved: it is inside the
+/// image) as `image_sub_path`, and always read-only, as the Go kubelet's `makeMounts` (k/k
+/// `pkg/kubelet/kubelet_pods.go`; the image volume plugin's mounter is read-only).
+///
 /// Errors: an unknown volume, or a sub-path that escapes (`CreateContainerConfigError`).
 /// `env` is the container's environment, for `subPathExpr` expansion.
 pub fn container_mounts(
     c: &Container,
     volumes: &VolumePaths,
+    images: &BTreeMap<String, crate::cri::api::ImageSpec>,
     env: &[(String, String)],
 ) -> Result<Vec<crate::cri::api::Mount>, VolumeError> {
     let mut out = vec![];
     for m in c.volume_mounts.iter().flatten() {
+        if let Some(image) = images.get(&m.name) {
+            let sub = mount_sub_path(m, env);
+            if let Some(s) = &sub {
+                validate_relative(s)?;
+            }
+            out.push(crate::cri::api::Mount {
+                container_path: m.mount_path.clone(),
+                image: Some(image.clone()),
+                image_sub_path: sub.unwrap_or_default(),
+                readonly: true,
+                ..Default::default()
+            });
+            continue;
+        }
         let base = volumes
             .get(&m.name)
             .ok_or_else(|| VolumeError::InvalidPath {
                 path: m.name.clone(),
                 why: "volume mount refers to a volume that is not in the pod",
             })?;
-        let sub = match (&m.sub_path, &m.sub_path_expr) {
-            (Some(s), _) if !s.is_empty() => Some(s.clone()),
-            (_, Some(e)) if !e.is_empty() => Some(crate::pod::envvars::expand(e, env)),
-            _ => None,
-        };
+        let sub = mount_sub_path(m, env);
         let host_path = match sub {
             Some(s) => {
                 validate_relative(&s)?;
@@ -648,6 +672,18 @@ pub fn container_mounts(
         });
     }
     Ok(out)
+}
+
+/// A mount's `subPath`, or its `subPathExpr` expanded with `env`; None for neither (or empty).
+fn mount_sub_path(
+    m: &k8s_openapi::api::core::v1::VolumeMount,
+    env: &[(String, String)],
+) -> Option<String> {
+    match (&m.sub_path, &m.sub_path_expr) {
+        (Some(s), _) if !s.is_empty() => Some(s.clone()),
+        (_, Some(e)) if !e.is_empty() => Some(crate::pod::envvars::expand(e, env)),
+        _ => None,
+    }
 }
 
 /// Resolves `sub` (already checked by [`validate_relative`]) inside the volume at `base`, one
@@ -715,6 +751,72 @@ mod tests {
         assert_eq!(d.mode() & 0o2070, 0o2070);
         assert_ne!(std::fs::metadata(&outside).unwrap().gid(), 4321);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    fn image_mount_container(mounts: serde_json::Value) -> Container {
+        serde_json::from_value(serde_json::json!({"name": "c", "volumeMounts": mounts})).unwrap()
+    }
+
+    #[test]
+    fn image_volume_mount_names_the_image_read_only_with_no_host_path() {
+        let image = crate::cri::api::ImageSpec {
+            image: "sha256:abc".into(),
+            user_specified_image: "127.0.0.1:5000/kitten:1.8".into(),
+            ..Default::default()
+        };
+        let images = BTreeMap::from([("vol".to_string(), image.clone())]);
+        let env = vec![("DIR".to_string(), "etc".to_string())];
+        let cases = [
+            (serde_json::json!({"name": "vol", "mountPath": "/v"}), ""),
+            (
+                serde_json::json!({"name": "vol", "mountPath": "/v", "readOnly": false, "subPath": "etc/os-release"}),
+                "etc/os-release",
+            ),
+            (
+                serde_json::json!({"name": "vol", "mountPath": "/v", "subPathExpr": "$(DIR)"}),
+                "etc",
+            ),
+        ];
+        for (m, sub) in cases {
+            let c = image_mount_container(serde_json::json!([m]));
+            let got = container_mounts(&c, &VolumePaths::new(), &images, &env).unwrap();
+            assert_eq!(
+                got,
+                vec![crate::cri::api::Mount {
+                    container_path: "/v".into(),
+                    host_path: String::new(),
+                    image: Some(image.clone()),
+                    image_sub_path: sub.into(),
+                    readonly: true,
+                    ..Default::default()
+                }],
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn image_volume_sub_path_that_is_absolute_or_climbs_is_refused() {
+        let images = BTreeMap::from([("vol".to_string(), crate::cri::api::ImageSpec::default())]);
+        let env = vec![("UP".to_string(), "..".to_string())];
+        for m in [
+            serde_json::json!({"name": "vol", "mountPath": "/v", "subPath": "/etc"}),
+            serde_json::json!({"name": "vol", "mountPath": "/v", "subPath": "a/../../b"}),
+            serde_json::json!({"name": "vol", "mountPath": "/v", "subPathExpr": "$(UP)/x"}),
+        ] {
+            let c = image_mount_container(serde_json::json!([m]));
+            let err = container_mounts(&c, &VolumePaths::new(), &images, &env).unwrap_err();
+            assert!(matches!(err, VolumeError::InvalidPath { .. }), "{m}: {err}");
+        }
+    }
+
+    #[test]
+    fn image_volume_without_runtime_support_is_the_clear_pod_error() {
+        let err = VolumeError::ImageVolumeUnsupported { name: "vol".into() };
+        assert_eq!(
+            err.to_string(),
+            "volume \"vol\": image volumes are not supported: they need a container runtime with CRI image volume support (containerd 2.1 or later)"
+        );
     }
 
     #[test]

@@ -171,9 +171,15 @@ impl Drop for TempDir {
 
 impl Harness {
     /// Pod workers on `runtime` (a new one, or one kept from a previous harness: a deckhand
-    /// restart).
+    /// restart), a runtime that mounts image volumes.
     pub(crate) async fn start(runtime: FakeRuntime) -> Harness {
-        Self::start_inner(runtime, None).await
+        Self::start_inner(runtime, None, true).await
+    }
+
+    /// [`Harness::start`], with `image_volumes` saying whether the runtime mounts image volumes
+    /// (false: as on containerd 1.6).
+    pub(crate) async fn start_with(runtime: FakeRuntime, image_volumes: bool) -> Harness {
+        Self::start_inner(runtime, None, image_volumes).await
     }
 
     /// [`Harness::start`] with the PLEG running too, following `source`'s event stream and
@@ -184,7 +190,7 @@ impl Harness {
         source: deckhand::pleg::EventSource,
         relist_period: Duration,
     ) -> Harness {
-        Self::start_inner(runtime, Some((source, relist_period, "fake"))).await
+        Self::start_inner(runtime, Some((source, relist_period, "fake")), true).await
     }
 
     /// [`Harness::start_with_pleg`] with the PLEG told the runtime is named `runtime_name`
@@ -195,12 +201,13 @@ impl Harness {
         relist_period: Duration,
         runtime_name: &'static str,
     ) -> Harness {
-        Self::start_inner(runtime, Some((source, relist_period, runtime_name))).await
+        Self::start_inner(runtime, Some((source, relist_period, runtime_name)), true).await
     }
 
     async fn start_inner(
         runtime: FakeRuntime,
         pleg_source: Option<(deckhand::pleg::EventSource, Duration, &'static str)>,
+        image_volumes: bool,
     ) -> Harness {
         let dir =
             std::env::temp_dir().join(format!("deckhand-component-{:08x}", rand::random::<u32>()));
@@ -224,6 +231,7 @@ impl Harness {
             root_dir: dir.join("root"),
             pod_logs_dir: dir.join("logs/pods").display().to_string(),
             runtime_name: "fake".into(),
+            image_volumes,
             pull_lock: tokio::sync::Mutex::new(()),
             services: None,
             node_allocatable_milli: BTreeMap::new(),

@@ -16,6 +16,8 @@ mod exits;
 mod faults;
 #[path = "component_pod_worker/harness.rs"]
 mod harness;
+#[path = "component_pod_worker/image_volume.rs"]
+mod image_volume;
 #[path = "component_pod_worker/resize.rs"]
 mod resize;
 

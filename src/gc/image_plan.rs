@@ -83,9 +83,10 @@ pub struct ImageRecord {
 }
 
 /// The images referenced by containers, running or not (Go: `GetPods(ctx, true)`, every
-/// container's image ID): image IDs and the image names the containers were created with.
-pub fn images_in_use(containers: &[RuntimeContainer]) -> HashSet<String> {
-    let mut s = HashSet::new();
+/// container's image ID): image IDs and the image names the containers were created with, and
+/// `mounted`, the images the containers mount as image volumes (Go `handleImageVolumes`).
+pub fn images_in_use(containers: &[RuntimeContainer], mounted: &[String]) -> HashSet<String> {
+    let mut s: HashSet<String> = mounted.iter().cloned().collect();
     for c in containers {
         if !c.image_id.is_empty() {
             s.insert(c.image_id.clone());
@@ -326,13 +327,32 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn images_a_container_mounts_as_image_volumes_are_in_use() {
+        let images = vec![img("sha256:a", 1), img("sha256:vol", 1), img("sha256:c", 1)];
+        let cs = vec![ctr("1", "sha256:a", ContainerState::Running)];
+        let mut rec = HashMap::new();
+        let in_use = images_in_use(&cs, &["sha256:vol".to_string()]);
+        let used = detect(&mut rec, &images, &in_use, ts(0), ts(1));
+        assert_eq!(
+            used,
+            HashSet::from(["sha256:a".to_string(), "sha256:vol".to_string()])
+        );
+        let order = eviction_order(&rec, &used);
+        assert_eq!(
+            order.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+            vec!["sha256:c"],
+            "only the unused image may be collected"
+        );
+    }
+
+    #[test]
     fn images_used_by_any_container_running_or_not_are_in_use() {
         let images = vec![img("sha256:a", 1), img("sha256:b", 1), img("sha256:c", 1)];
         let mut byname = ctr("2", "", ContainerState::Exited);
         byname.image = "reg/sha256:c:latest".into();
         let cs = vec![ctr("1", "sha256:a", ContainerState::Exited), byname];
         let mut rec = HashMap::new();
-        let used = detect(&mut rec, &images, &images_in_use(&cs), ts(0), ts(1));
+        let used = detect(&mut rec, &images, &images_in_use(&cs, &[]), ts(0), ts(1));
         assert_eq!(
             used,
             HashSet::from(["sha256:a".to_string(), "sha256:c".to_string()])

@@ -103,7 +103,21 @@ impl ImageGcManager {
                 op: "listing containers",
                 source,
             })?;
-        let in_use = images_in_use(&containers);
+        // image volumes count as in use (k/k handleImageVolumes: a failed status fails the
+        // round, so an image is never removed because its user could not be asked)
+        let mut mounted = Vec::new();
+        for c in &containers {
+            let m = i
+                .runtime
+                .container_image_mounts(&c.id)
+                .await
+                .map_err(|source| GcError::Runtime {
+                    op: "getting a container's image volume mounts",
+                    source,
+                })?;
+            mounted.extend(m);
+        }
+        let in_use = images_in_use(&containers, &mounted);
         let now = i.clock.now();
         let mut records = i.records.lock().unwrap_or_else(|e| e.into_inner());
         let used = detect(&mut records, &images, &in_use, free_time, now);

@@ -190,6 +190,15 @@ pub trait GcRuntime: Send + Sync {
     fn remove_image<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), CriError>>;
     /// The image filesystem's capacity, availability and use.
     fn image_fs_stats(&self) -> BoxFuture<'_, Result<ImageFsStats, GcError>>;
+    /// The images container `id` mounts as image volumes (CRI `ContainerStatus` mounts with
+    /// `image` set: the image IDs deckhand created the mounts with), for the image garbage
+    /// collector's in-use set (k/k `image_gc_manager.go` `handleImageVolumes`). None by default.
+    fn container_image_mounts<'a>(
+        &'a self,
+        _id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, CriError>> {
+        Box::pin(async move { Ok(Vec::new()) })
+    }
 }
 
 /// What the pod workers know about pods (k/k `kuberuntime` `podStateProvider`, answered by
@@ -425,6 +434,21 @@ impl GcRuntime for CriGcRuntime {
 
     fn remove_image<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), CriError>> {
         Box::pin(async move { self.cri.remove_image(id).await })
+    }
+
+    fn container_image_mounts<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, CriError>> {
+        Box::pin(async move {
+            let status = self.cri.container_status(id).await?;
+            Ok(status
+                .mounts
+                .into_iter()
+                .filter_map(|m| m.image.map(|i| i.image))
+                .filter(|i| !i.is_empty())
+                .collect())
+        })
     }
 
     fn image_fs_stats(&self) -> BoxFuture<'_, Result<ImageFsStats, GcError>> {

@@ -20,7 +20,8 @@
 #                    the PATH: busybox's nc would stand in for netcat-openbsd); the users of its Dockerfile (uid 1000
 #                    user-defined-in-image in gid 50000 group-defined-in-image); ENTRYPOINT /agnhost,
 #                    CMD pause. The previous tag (AgnhostPrev) is the same image.
-#   kitten, nautilus agnhost plus the files of their source dirs, CMD test-webserver
+#   kitten, nautilus agnhost plus the files of their source dirs and upstream base's (alpine:3.21)
+#                    /etc/os-release, which the ImageVolume conformance test reads; CMD test-webserver
 #   glibc-dns-testing the DNS tests' second querier (formerly jessie-dnsutils: Debian with dnsutils):
 #                    the plain busybox rootfs plus Debian's dig, nslookup and host (bind9-dnsutils)
 #                    and getent with their libraries (glibc's resolver, where agnhost's busybox is
@@ -219,11 +220,16 @@ build_layout() {
   cp -a "$R" "$tmp/rootfs-agnhost"
   finish agnhost --config.entrypoint /agnhost --config.cmd pause
 
-  # kitten, nautilus: agnhost plus their html files
+  # kitten, nautilus: agnhost plus their html files, and the /etc/os-release of upstream's base
+  # (alpine:3.21, test/images/agnhost/BASEIMAGE): the ImageVolume conformance test mounts kitten as
+  # an image volume and reads <mount>/etc/os-release for "Alpine Linux". The stand-in is not Alpine
+  # otherwise; the file only makes the image's layout match the one the test checks.
   local n
   for n in kitten nautilus; do
     from_rootfs "$n" agnhost
     cp "$IMAGES_SRC/$n"/html/* "$tmp/bundle-$n/rootfs/"
+    printf '%s\n' 'NAME="Alpine Linux"' 'ID=alpine' 'VERSION_ID=3.21.0' \
+      'PRETTY_NAME="Alpine Linux v3.21"' >"$tmp/bundle-$n/rootfs/etc/os-release"
     finish "$n" --config.entrypoint /agnhost --config.cmd test-webserver
   done
 

@@ -56,12 +56,15 @@ pub type ImageVolumePulls = BTreeMap<String, Result<api::ImageSpec, Waiting>>;
 /// `Failed`, `BackOff` on the pod, the pull back-off keyed by pod and image): the Go kubelet's
 /// `getImageVolumes`, called once per sync before containers start. A failed volume does not
 /// stop the others; its result is the waiting state (`InvalidImageName`, `ErrImagePull`,
-/// `ImagePullBackOff`, `ErrImageNeverPull`, ...).
+/// `ImagePullBackOff`, `ErrImageNeverPull`, ...). `waiting` holds the containers' last waiting
+/// states by name: a back-off message quotes the previous pull error of a container mounting the
+/// volume, as the Go puller's `prevPullErrMsg` does.
 pub async fn ensure_image_volumes(
     ctx: &SyncContext,
     pod: &Pod,
     sandbox_config: &api::PodSandboxConfig,
     image_backoff: &mut Backoff,
+    waiting: &BTreeMap<String, Waiting>,
 ) -> ImageVolumePulls {
     let mut out = ImageVolumePulls::new();
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
@@ -74,8 +77,9 @@ pub async fn ensure_image_volumes(
             requested: &reference,
             pull_policy: src.pull_policy.as_deref(),
         };
+        let previous = previous_pull_error(pod, &v.name, waiting);
         let res =
-            super::image::ensure_image_ref(ctx, pod, &req, sandbox_config, image_backoff, None)
+            super::image::ensure_image_ref(ctx, pod, &req, sandbox_config, image_backoff, previous)
                 .instrument(span)
                 .await
                 .map(|image_ref| api::ImageSpec {
@@ -96,6 +100,22 @@ pub async fn ensure_image_volumes(
         out.insert(v.name.clone(), res);
     }
     out
+}
+
+/// The last image pull error of a container that mounts volume `volume`, if any.
+fn previous_pull_error<'a>(
+    pod: &Pod,
+    volume: &str,
+    waiting: &'a BTreeMap<String, Waiting>,
+) -> Option<&'a Waiting> {
+    let spec = pod.spec.as_ref()?;
+    spec.init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+        .filter(|c| c.volume_mounts.iter().flatten().any(|m| m.name == volume))
+        .filter_map(|c| waiting.get(&c.name))
+        .find(|w| w.reason.is_image_pull())
 }
 
 /// The image volumes container `c` mounts, by volume name, from the pod's `pulls`: the Go

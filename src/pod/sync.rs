@@ -496,6 +496,7 @@ impl PodWorker {
                 pod,
                 &sandbox_config,
                 &mut self.image_backoff,
+                &self.waiting,
             )
             .await
         } else {

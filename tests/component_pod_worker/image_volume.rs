@@ -132,3 +132,40 @@ async fn image_volume_on_a_runtime_without_support_is_the_clear_pod_error() {
     assert_eq!(h.phase("iv").as_deref(), Some("Pending"));
     h.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn image_volume_pull_failure_backs_off_quoting_the_pull_error() {
+    let h = Harness::start(fake_runtime()).await;
+    h.runtime.add_image("busybox:1.36");
+    h.runtime.inject_error(
+        "PullImage",
+        tonic::Status::not_found("kitten:1.8: not found"),
+    );
+    let p = image_volume_pod("iv", "kitten:1.8", "Always");
+    h.apply(&p).await;
+    let (_, msg) = eventually(Duration::from_secs(10), "ErrImagePull", || {
+        h.waiting("iv", "main").filter(|(r, _)| r == "ErrImagePull")
+    })
+    .await;
+    assert!(msg.contains("not found"), "{msg}");
+    assert_eq!(h.runtime.count("CreateContainer"), 0);
+    // the next sync inside the pull back-off: ImagePullBackOff quoting the pull error
+    h.poke(&p).await;
+    let (_, msg) = eventually(Duration::from_secs(5), "ImagePullBackOff", || {
+        h.waiting("iv", "main")
+            .filter(|(r, _)| r == "ImagePullBackOff")
+    })
+    .await;
+    assert!(
+        msg.starts_with("Back-off pulling image \"kitten:1.8\": ErrImagePull: ")
+            && msg.contains("not found"),
+        "{msg}"
+    );
+    assert!(h.events().iter().any(|e| e == "Failed"), "{:?}", h.events());
+    // after the back-off the pull is tried again and the container starts
+    h.status_in_phase("iv", "Running", Duration::from_secs(60))
+        .await;
+    let c = h.runtime.running("main").expect("main runs");
+    assert_eq!(image_mounts(&c).len(), 2);
+    h.stop().await;
+}

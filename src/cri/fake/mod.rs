@@ -175,6 +175,15 @@ struct State {
 }
 
 impl State {
+    /// The ids of sandbox `sandbox`'s containers.
+    fn container_ids_of(&self, sandbox: &str) -> Vec<String> {
+        self.containers
+            .values()
+            .filter(|c| c.sandbox_id == sandbox)
+            .map(|c| c.id.clone())
+            .collect()
+    }
+
     /// Sends a `kind` event for container `id` to every open `GetContainerEvents` stream, with
     /// the container's and its sandbox's status as they are now (call it after the change, or
     /// before a removal).

@@ -82,12 +82,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
             if let Some(sb) = s.sandboxes.get_mut(&id) {
                 sb.ready = false;
             }
-            let ids: Vec<String> = s
-                .containers
-                .values()
-                .filter(|c| c.sandbox_id == id)
-                .map(|c| c.id.clone())
-                .collect();
+            let ids = s.container_ids_of(&id);
             for c in ids {
                 Self::kill(s, &c, 137, now);
             }
@@ -103,12 +98,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         let id = req.into_inner().pod_sandbox_id;
         let now = self.now_nanos();
         self.with(|s| {
-            let ids: Vec<String> = s
-                .containers
-                .values()
-                .filter(|c| c.sandbox_id == id)
-                .map(|c| c.id.clone())
-                .collect();
+            let ids = s.container_ids_of(&id);
             for c in ids {
                 s.publish(&c, api::ContainerEventType::ContainerDeletedEvent, now);
                 s.containers.remove(&c);

@@ -180,4 +180,16 @@ async fn deckhand_recovers_from_a_one_minute_api_server_outage() {
         .expect("creating a pod after the outage");
     wait_running(&ns_api, "after").await;
     ns.delete().await;
+
+    // The next test file finds a control plane that has caught up: kube-controller-manager's
+    // informers can take over a minute to relist after the API server and etcd came back (a
+    // README command 2 run saw four namespaces of the next file wait 60 s for their default
+    // ServiceAccount). Wait, up to 3 minutes, until it makes one for a new namespace.
+    let since = Instant::now();
+    let probe = TestNs::new_within(&client, "outage-kcm", Duration::from_secs(180)).await;
+    println!(
+        "kube-controller-manager made a new namespace's ServiceAccount {:?} after the outage test's checks",
+        since.elapsed()
+    );
+    probe.delete().await;
 }

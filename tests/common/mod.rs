@@ -273,6 +273,11 @@ impl TestNs {
     /// Creates `e2e-<test>-<random>` and waits for its `default` ServiceAccount (pods are
     /// rejected by the ServiceAccount admission plugin until the controller-manager made it).
     pub async fn new(client: &kube::Client, test: &str) -> TestNs {
+        Self::new_within(client, test, Duration::from_secs(60)).await
+    }
+
+    /// [`TestNs::new`], waiting up to `wait` for the ServiceAccount.
+    pub async fn new_within(client: &kube::Client, test: &str, wait: Duration) -> TestNs {
         let suffix = format!("{:06x}", rand::random::<u32>() & 0xff_ffff);
         let name = format!("e2e-{test}-{suffix}");
         let api: Api<Namespace> = Api::all(client.clone());
@@ -289,14 +294,14 @@ impl TestNs {
             deleted: false,
         };
         let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns.name);
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + wait;
         loop {
             if let Ok(Some(_)) = sas.get_opt("default").await {
                 break;
             }
             assert!(
                 Instant::now() < deadline,
-                "the default ServiceAccount of namespace {} did not appear within 60 s (is kube-controller-manager running?)",
+                "the default ServiceAccount of namespace {} did not appear within {wait:?} (is kube-controller-manager running?)",
                 ns.name
             );
             tokio::time::sleep(Duration::from_millis(200)).await;

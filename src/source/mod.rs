@@ -245,7 +245,10 @@ mod tests {
         assert_eq!(pod.metadata.managed_fields, None);
         assert_eq!(pod.metadata.labels, before.metadata.labels);
         assert_eq!(pod.metadata.annotations, before.metadata.annotations);
-        assert_eq!(pod.metadata.resource_version, before.metadata.resource_version);
+        assert_eq!(
+            pod.metadata.resource_version,
+            before.metadata.resource_version
+        );
         assert_eq!(pod.spec, before.spec);
     }
 

@@ -326,11 +326,7 @@ impl Pleg {
                             }
                             Some(Err(e)) => {
                                 failures += 1;
-                                if failures == 1 {
-                                    tracing::warn!(error = %e, "containerd event stream failed; resubscribing");
-                                } else {
-                                    tracing::debug!(error = %e, "containerd event stream failed; resubscribing");
-                                }
+                                log_stream_failure(failures, "containerd event stream", &e);
                                 break;
                             }
                             None => break,
@@ -401,11 +397,7 @@ impl Pleg {
                             }
                             Some(Err(s)) => {
                                 failures += 1;
-                                if failures == 1 {
-                                    tracing::warn!(error = %s, "CRI container event stream failed; resubscribing");
-                                } else {
-                                    tracing::debug!(error = %s, "CRI container event stream failed; resubscribing");
-                                }
+                                log_stream_failure(failures, "CRI container event stream", &s);
                                 break;
                             }
                             None => {
@@ -595,5 +587,15 @@ mod tests {
         wait_log_quiet(&dir.join("missing.log")).await;
         assert!(t0.elapsed() < LOG_QUIET_INTERVAL);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// Logs an event stream's failure before it is resubscribed: at warn the first time in a row
+/// (`failures` == 1), then at debug.
+fn log_stream_failure(failures: u32, stream: &str, error: &dyn std::fmt::Display) {
+    if failures == 1 {
+        tracing::warn!(error = %error, "{stream} failed; resubscribing");
+    } else {
+        tracing::debug!(error = %error, "{stream} failed; resubscribing");
     }
 }

@@ -193,6 +193,16 @@ pub fn kubectl_spawn(ns: &str, args: &[&str], stdin: Stdio, stderr: Stdio) -> Ch
 
 /// Runs crictl against the cluster's CRI endpoint; panics unless it succeeds; returns stdout.
 pub fn crictl(args: &[&str]) -> String {
+    match try_crictl(args) {
+        Ok(stdout) => stdout,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Runs crictl against the cluster's CRI endpoint; stdout, or an error that carries crictl's
+/// exit status and output (for calls whose failure is an expected outcome, such as `inspect` of a
+/// container the kubelet may already have collected).
+pub fn try_crictl(args: &[&str]) -> Result<String, String> {
     let env = env();
     let out = run(Command::new(env.crictl_bin())
         .arg("--runtime-endpoint")
@@ -200,15 +210,17 @@ pub fn crictl(args: &[&str]) -> String {
         .arg("--timeout")
         .arg("10s")
         .args(args));
-    assert!(
-        out.status.success(),
-        "crictl {} failed ({}):\n{}{}",
-        args.join(" "),
-        out.status,
-        out.stdout,
-        out.stderr
-    );
-    out.stdout
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(format!(
+            "crictl {} failed ({}):\n{}{}",
+            args.join(" "),
+            out.status,
+            out.stdout,
+            out.stderr
+        ))
+    }
 }
 
 /// IDs printed by a `crictl ... -q` command.

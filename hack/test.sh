@@ -132,12 +132,10 @@ fi
 # The end-to-end tests again on the other containerd (see the top): the files that exercise the
 # runtime. Left out: e2e_apiserver_outage, e2e_scheduler, e2e_fuzz, e2e_hostile and
 # e2e_conformance_gaps (API server, scheduler, input handling and kubelet-server load, which do not
-# depend on the runtime; about 4 minutes), and for now e2e_ephemeral: on containerd 2.4.2 its
-# `kubectl debug -i` test misses the session's output about one run in three (2026-12-03, issue
-# 17; it passes on 1.6), which would make this phase flaky until that is found.
+# depend on the runtime; about 4 minutes).
 OTHER_RUNTIME_TESTS=(e2e e2e_exit e2e_lifecycle e2e_containerd_restart e2e_server
   e2e_standalone e2e_static e2e_podspec e2e_resize e2e_network e2e_gc e2e_eviction e2e_defects
-  e2e_dns e2e_join e2e_image_volume)
+  e2e_dns e2e_ephemeral e2e_join e2e_image_volume)
 if [ "${OTHER_RUNTIME:-1}" != 0 ]; then
   if [ "$started" != 1 ]; then
     log "the other containerd: skipped (the cluster was up before this script; it is not switched)"

@@ -232,7 +232,14 @@ async fn kubectl_debug_attaches_to_the_ephemeral_container() {
         .arg(env.kubeconfig())
         .args(["-n", &ns.name, "debug", "target", "-i", "--image=busybox"])
         .args(["--target=main", "-c", "dbg", "--", "sh", "-c"])
-        .arg("read line; sleep 1; echo attached-output-$line")
+        // The output comes before a pause, not as the container's last act: containerd 2.x
+        // (2.4.2 here) drops what a container writes just before it exits from an attach without
+        // stdinOnce (kubectl debug's), when stderr reaches EOF first. containerd's
+        // `ContainerIO.Attach` then closes the attach's stdin, which removes its stdout writer
+        // before the last bytes are copied. Seen with strace on deckhand: containerd sends the
+        // stdout stream's FIN without the data, about one run in four under pod churn. The same
+        // happens under any kubelet, because the kubelet only relays the stream.
+        .arg("read line; echo attached-output-$line; sleep 2")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -16,16 +16,13 @@ pub fn list_pod_dirs(root_dir: &std::path::Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Of the pod directories `dirs` (pod UIDs), those of pods that are neither in the API's list
-/// (`present`, which includes static pods) nor handled by a worker: their pods are gone.
-pub fn orphaned_pod_dirs(
-    dirs: &[String],
-    present: &HashSet<String>,
-    has_worker: impl Fn(&str) -> bool,
-) -> Vec<String> {
+/// Of the pod directories (or pod cgroups) `dirs` (pod UIDs), those of pods that are not in the
+/// API's list (`present`, which includes static pods): their pods are gone. Whether a worker
+/// still handles one is the caller's check (`PodWorkers::orphan_due`), sorted.
+pub fn orphaned_pod_dirs(dirs: &[String], present: &HashSet<String>) -> Vec<String> {
     let mut out: Vec<String> = dirs
         .iter()
-        .filter(|u| !present.contains(*u) && !has_worker(u))
+        .filter(|u| !present.contains(*u))
         .cloned()
         .collect();
     out.sort();
@@ -63,23 +60,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn orphaned_pod_directories_are_those_of_pods_gone_and_without_a_worker() {
-        let dirs: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
-        let cases: [(&str, &[&str], &[&str], &[&str]); 4] = [
-            ("all listed", &["a", "b", "c", "d"], &[], &[]),
-            ("none listed, none handled", &[], &[], &["a", "b", "c", "d"]),
-            ("listed or handled", &["a"], &["b"], &["c", "d"]),
+    fn orphaned_pod_directories_are_those_of_pods_not_listed() {
+        let dirs: Vec<String> = ["d", "a", "c", "b"].iter().map(|s| s.to_string()).collect();
+        let cases: [(&str, &[&str], &[&str]); 4] = [
+            ("all listed", &["a", "b", "c", "d"], &[]),
+            ("none listed", &[], &["a", "b", "c", "d"]),
+            ("some listed", &["a", "d"], &["b", "c"]),
             (
-                "a worker still terminating it",
-                &["a", "b", "c"],
-                &["d"],
-                &[],
+                "listed pods without a directory",
+                &["x", "b"],
+                &["a", "c", "d"],
             ),
         ];
-        for (case, present, workers, want) in cases {
+        for (case, present, want) in cases {
             let present: HashSet<String> = present.iter().map(|s| s.to_string()).collect();
-            let got = orphaned_pod_dirs(&dirs, &present, |u| workers.contains(&u));
-            assert_eq!(got, want.to_vec(), "{case}");
+            assert_eq!(orphaned_pod_dirs(&dirs, &present), want.to_vec(), "{case}");
         }
     }
 }

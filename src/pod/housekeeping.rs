@@ -202,7 +202,7 @@ impl PodWorkers {
         // and have no sandbox left (deckhand stopped between removing a pod's sandbox and its
         // directory).
         let dirs = super::cleanup::list_pod_dirs(&self.ctx.root_dir);
-        for uid in super::cleanup::orphaned_pod_dirs(&dirs, present, |_| false) {
+        for uid in super::cleanup::orphaned_pod_dirs(&dirs, present) {
             let Some(first) = self.orphan_due("dir", &uid, now, force, &mut seen) else {
                 continue;
             };
@@ -213,8 +213,7 @@ impl PodWorkers {
         }
         if let Some(cm) = self.ctx.cgroups {
             let mut due = Vec::new();
-            for uid in super::cleanup::orphaned_pod_dirs(&cm.list_pod_cgroups(), present, |_| false)
-            {
+            for uid in super::cleanup::orphaned_pod_dirs(&cm.list_pod_cgroups(), present) {
                 if let Some(first) = self.orphan_due("cgroup", &uid, now, force, &mut seen) {
                     due.push((uid, first));
                 }

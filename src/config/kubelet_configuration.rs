@@ -40,7 +40,7 @@ kubelet_section! {
         static_pod_path "staticPodPath": honoured(String = String::new(), FilePath),
         /// Directory of pod logs (`--pod-logs-dir`). Default `/var/log/pods`.
         pod_logs_dir "podLogsDir": honoured(String = "/var/log/pods".to_string(), FilePath),
-        sync_frequency "syncFrequency": accepted(none, "deckhand re-syncs every pod every 10s and on every runtime event"),
+        sync_frequency "syncFrequency": accepted(none, "deckhand re-syncs every pod every 30s and on every runtime event"),
         /// How often the static pod directory is re-read besides inotify
         /// (`--file-check-frequency`). Default 20s.
         file_check_frequency "fileCheckFrequency": honoured(Duration = Duration::from_secs(20), GoDuration),

@@ -184,7 +184,7 @@ mod tests {
                 file: Some("syncFrequency: 1m\n"),
                 args: &[],
                 want: vec![],
-                warnings: &["kubelet config file /etc/kubelet.yaml: field \"syncFrequency\" = \"1m\" is ignored: deckhand re-syncs every pod every 10s and on every runtime event"],
+                warnings: &["kubelet config file /etc/kubelet.yaml: field \"syncFrequency\" = \"1m\" is ignored: deckhand re-syncs every pod every 30s and on every runtime event"],
                 err: None,
             },
             Case {

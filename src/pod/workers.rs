@@ -24,15 +24,20 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-/// How often a worker syncs its pod without any trigger (the Go kubelet's resync is ~1 min;
-/// deckhand relies on PLEG events and re-checks every 10 s as a safety net).
-pub const RESYNC_PERIOD: Duration = Duration::from_secs(10);
+/// How often a worker syncs its pod without any trigger (the Go kubelet's resync,
+/// `syncFrequency`, is 1 min). deckhand is woken by PLEG events, probe results, pod updates and
+/// its own deadlines (back-off, active deadline), so this is a safety net and the pace of the
+/// volume refresh ([`VOLUME_REFRESH_PERIOD`]). It was 10 s: on an idle node with two pods that
+/// was 12 syncs a minute, about a third of deckhand's CRI calls at idle (issue 15).
+pub const RESYNC_PERIOD: Duration = Duration::from_secs(30);
 /// Delay before retrying a sync that failed (Go kubelet `workerBackOffPeriod`, 10 s).
 pub const WORKER_BACKOFF_PERIOD: Duration = Duration::from_secs(10);
 pub use crate::kuberuntime::MINIMUM_GRACE_PERIOD_SECONDS;
 /// How often a running pod's configMap, secret, downwardAPI and projected volumes are refreshed
-/// (the Go kubelet: within its 1 min sync period plus the object cache's delay).
-pub const VOLUME_REFRESH_PERIOD: Duration = Duration::from_secs(30);
+/// (the Go kubelet: within its 1 min sync period plus the object cache's delay). Shorter than
+/// [`RESYNC_PERIOD`], so that each periodic resync refreshes them: an update shows in the files
+/// within about 30 s.
+pub const VOLUME_REFRESH_PERIOD: Duration = Duration::from_secs(25);
 
 /// What a worker is told about its pod.
 #[derive(Debug, Clone)]

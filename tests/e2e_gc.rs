@@ -186,10 +186,7 @@ async fn objects_of_unknown_pods_are_collected() {
             // deckhand's container GC may remove the exited container of this unknown pod before
             // the next poll sees it exited (as the Go kubelet's would): gone counts as exited.
             let Ok(out) = try_crictl(&["inspect", "-o", "json", &cid]) else {
-                return containers_of(&fake_uid)
-                    .iter()
-                    .all(|c| c != &cid)
-                    .then_some(());
+                return (!containers_of(&fake_uid).contains(&cid)).then_some(());
             };
             let v: serde_json::Value = serde_json::from_str(&out).ok()?;
             (v["status"]["state"].as_str() == Some("CONTAINER_EXITED")).then_some(())

@@ -16,9 +16,9 @@ pub fn list_pod_dirs(root_dir: &std::path::Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Of the pod directories (or pod cgroups) `dirs` (pod UIDs), those of pods that are not in the
-/// API's list (`present`, which includes static pods): their pods are gone. Whether a worker
-/// still handles one is the caller's check (`PodWorkers::orphan_due`), sorted.
+/// Of the pod directories (or pod cgroups) `dirs` (pod UIDs), sorted, those of pods that are not
+/// in the API's list (`present`, which includes static pods): their pods are gone. Whether a
+/// worker still handles one is the caller's check (`PodWorkers::orphan_due`).
 pub fn orphaned_pod_dirs(dirs: &[String], present: &HashSet<String>) -> Vec<String> {
     let mut out: Vec<String> = dirs
         .iter()

@@ -359,6 +359,13 @@ impl Kubelet {
             node: node_rx,
             allocation: crate::allocation::AllocationManager::load(Some(&flags.root_dir)),
             exits: crate::pleg::RecordedExits::default(),
+            // k/k MakeUserNsManager: ranges that cannot work stop the kubelet at start-up
+            userns: crate::userns::UserNamespaceManager::from_config(
+                &flags.root_dir,
+                kubelet.user_namespaces.ids_per_pod,
+                kubelet.max_pods,
+            )
+            .with_step(|| "setting up user namespaces for pods".to_string())?,
         });
         {
             // the status manager's writer task (k/k status_manager.go Start)

@@ -52,6 +52,7 @@ pub mod status;
 pub mod systemd;
 pub mod tasks;
 pub mod time;
+pub mod userns;
 pub mod volume;
 
 /// The Kubernetes version whose kubelet behaviour deckhand mirrors (hack/versions.env pins the

@@ -20,6 +20,8 @@ mod harness;
 mod image_volume;
 #[path = "component_pod_worker/resize.rs"]
 mod resize;
+#[path = "component_pod_worker/userns.rs"]
+mod userns;
 
 use harness::*;
 use serde_json::{json, Value};

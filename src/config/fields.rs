@@ -310,6 +310,26 @@ impl Codec<usize> for AtLeastTwo {
     }
 }
 
+/// `userNamespaces.idsPerPod`: at least 65536, a multiple of 65536, at most 2^32 − 1 (k/k
+/// `validation_linux.go`).
+pub struct IdsPerPod;
+impl Codec<u32> for IdsPerPod {
+    fn decode(v: &Value, cx: &Context) -> Result<u32, String> {
+        let n: i64 = Plain::decode(v, cx)?;
+        let unit = crate::userns::IDS_PER_POD_UNIT as i64;
+        if n < unit {
+            return Err(format!("{n}: must not be less than {unit}"));
+        }
+        if n % unit != 0 {
+            return Err(format!("{n}: must be a multiple of {unit}"));
+        }
+        u32::try_from(n).map_err(|_| format!("{n}: must not be more than {}", u32::MAX))
+    }
+    fn encode(t: &u32) -> Value {
+        Value::from(*t)
+    }
+}
+
 /// Declares a configuration object, one row per field of the Go type:
 ///
 /// ```text

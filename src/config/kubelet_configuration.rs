@@ -15,8 +15,8 @@
 //! [`super::flags`] if the Go kubelet has one, and use it.
 
 use super::fields::{
-    go_zero_deep, is_str, is_true, kubelet_section, none, AtLeastTwo, FilePath, GoDuration, Mode,
-    Plain, Verbosity,
+    go_zero_deep, is_str, is_true, kubelet_section, none, AtLeastTwo, FilePath, GoDuration,
+    IdsPerPod, Mode, Plain, Verbosity,
 };
 use super::file::{API_VERSION, KIND};
 use super::ConfigError;
@@ -326,7 +326,9 @@ kubelet_section! {
 kubelet_section! {
     /// `userNamespaces` (Go `UserNamespaces`).
     pub struct UserNamespaces {
-        ids_per_pod "idsPerPod": refused(|v| v.as_i64() == Some(65536), "user namespaces for pods are not implemented"),
+        /// Host user and group IDs given to each pod with `hostUsers: false`: a multiple of
+        /// 65536, at least 65536 ([`crate::userns`]).
+        ids_per_pod "idsPerPod": pointer(u32 = crate::userns::IDS_PER_POD_UNIT, IdsPerPod),
     }
 }
 

@@ -294,8 +294,10 @@ impl CriClient {
         )
     }
 
-    /// `Status`: runtime conditions (RuntimeReady, NetworkReady).
-    pub async fn status(&self) -> Result<api::RuntimeStatus> {
+    /// `Status`: the runtime conditions (RuntimeReady, NetworkReady) in `status`, the runtime
+    /// handlers with their features (`runtime_handlers`: none from containerd 1.6) and the
+    /// runtime's own features (`features`).
+    pub async fn status(&self) -> Result<api::StatusResponse> {
         let r: api::StatusResponse = call!(
             self,
             runtime,
@@ -305,7 +307,7 @@ impl CriClient {
             api::StatusRequest { verbose: false },
             Duration::from_secs(10)
         )?;
-        Ok(r.status.unwrap_or_default())
+        Ok(r)
     }
 
     /// `Status` with `verbose`: the conditions and the runtime's info map (containerd: `config`,

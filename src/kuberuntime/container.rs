@@ -218,6 +218,13 @@ pub async fn start_container(
             memory_capacity_bytes: ctx.memory_capacity_bytes,
             image_user,
             pid_target_id,
+            userns: target
+                .sandbox_config
+                .linux
+                .as_ref()
+                .and_then(|l| l.security_context.as_ref())
+                .and_then(|sc| sc.namespace_options.as_ref())
+                .and_then(|ns| ns.userns_options.clone()),
         };
         let cfg = spec::container_config(pod, name, &inputs)
             .map_err(|e| config_error(ctx, pod, name, e.to_string()))?;

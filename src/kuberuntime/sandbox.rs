@@ -46,7 +46,22 @@ pub async fn create_sandbox(
     };
     let parent = crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver)
         .map_err(|e| cgroup_failed(e, "naming"))?;
-    let config = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir, Some(dns), parent);
+    let userns = match pod_user_namespace(ctx, pod).await {
+        Ok(u) => u,
+        Err(e) => {
+            // k/k: the sandbox config cannot be made; SyncPod records the error as is
+            ctx.recorder.pod(
+                pod,
+                None,
+                true,
+                reason::FAILED_CREATE_POD_SANDBOX,
+                format!("Failed to create pod sandbox: {e}"),
+            );
+            tracing::warn!(error = %e, "Failed to generate sandbox config for pod {}", crate::pod::format_pod(pod));
+            return Err(SyncFailed);
+        }
+    };
+    let config = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir, Some(dns), parent, userns);
     if let Some(cm) = ctx.cgroups {
         // cgroupfs writes are blocking file work: off the runtime threads
         let p = pod.clone();
@@ -97,6 +112,31 @@ pub async fn create_sandbox(
     Ok(CreatedSandbox { status, config })
 }
 
+/// The user namespace option of `pod`'s sandbox and containers ([`crate::userns`], k/k
+/// `GetOrCreateUserNamespaceMappings`): the host's unless the pod sets `hostUsers: false`; then
+/// its own range, once the runtime's `Status` says the default handler supports user namespaces.
+pub async fn pod_user_namespace(
+    ctx: &SyncContext,
+    pod: &Pod,
+) -> Result<crate::cri::api::UserNamespace, crate::userns::UsernsError> {
+    use crate::userns;
+    if !userns::wants_user_namespace(pod) {
+        return Ok(userns::node_user_namespace());
+    }
+    let support = match ctx.cri.status().await {
+        Ok(st) => userns::handler_supports_user_namespaces(&st.runtime_handlers, ""),
+        Err(e) => Err(e.user_message()),
+    };
+    if let Some(e) = userns::unsupported(support) {
+        return Err(e);
+    }
+    let manager = ctx.userns.clone();
+    let uid = crate::pod::uid(pod).to_string();
+    tokio::task::spawn_blocking(move || manager.get_or_create(&uid))
+        .await
+        .unwrap_or_else(|e| Err(userns::UsernsError::Mappings(e.to_string())))
+}
+
 /// The config an existing sandbox `s` of `pod` was created with (containers created in it
 /// carry it).
 pub fn existing_sandbox_config(
@@ -110,5 +150,9 @@ pub fn existing_sandbox_config(
         &ctx.pod_logs_dir,
         Some(crate::pod::dns::pod_dns(pod, &ctx.dns).0),
         crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver).unwrap_or_default(),
+        ctx.userns
+            .existing(crate::pod::uid(pod))
+            .filter(|_| crate::userns::wants_user_namespace(pod))
+            .unwrap_or_else(crate::userns::node_user_namespace),
     )
 }

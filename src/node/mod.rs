@@ -124,15 +124,21 @@ pub fn parse_taints(entries: &[String]) -> Result<Vec<Taint>, NodeError> {
     Ok(out)
 }
 
-/// Runtime facts for the node status, read from CRI `Version` and `Status`.
-async fn runtime_facts(cri: &CriClient) -> (String, Vec<String>) {
+/// Runtime facts for the node status, read from CRI `Version` and `Status`: the runtime
+/// version, the errors that make the node not ready, and the runtime handlers.
+async fn runtime_facts(
+    cri: &CriClient,
+) -> (String, Vec<String>, Vec<crate::cri::api::RuntimeHandler>) {
     let version = match cri.version().await {
         Ok(v) => status::container_runtime_version(&v.runtime_name, &v.runtime_version),
         Err(_) => "Unknown".to_string(),
     };
     let mut errors = vec![];
+    let mut handlers = vec![];
     match cri.status().await {
-        Ok(st) => {
+        Ok(resp) => {
+            handlers = resp.runtime_handlers;
+            let st = resp.status.unwrap_or_default();
             for want in ["RuntimeReady", "NetworkReady"] {
                 match st.conditions.iter().find(|c| c.r#type == want) {
                     Some(c) if c.status => {}
@@ -155,7 +161,7 @@ async fn runtime_facts(cri: &CriClient) -> (String, Vec<String>) {
         }
         Err(e) => errors.push(format!("container runtime is down: {}", e.user_message())),
     }
-    (version, errors)
+    (version, errors, handlers)
 }
 
 /// Keeps the Node object and its Lease up to date until `cancel` fires.
@@ -214,7 +220,7 @@ impl NodeAgent {
     }
 
     async fn compute_status(&self, host: &HostInfo, previous: Option<&NodeStatus>) -> NodeStatus {
-        let (version, errors) = runtime_facts(&self.cri).await;
+        let (version, errors, handlers) = runtime_facts(&self.cri).await;
         let kubelet_version = crate::kubelet_version();
         status::node_status(&status::NodeStatusInputs {
             host,
@@ -226,6 +232,7 @@ impl NodeAgent {
             container_runtime_version: &version,
             kubelet_version: &kubelet_version,
             runtime_errors: &errors,
+            runtime_handlers: &handlers,
             previous,
             now: crate::time::truncate(Timestamp::now()),
             pressure: &self

@@ -34,6 +34,8 @@ pub struct NodeStatusInputs<'a> {
     /// Runtime errors that make the node not ready (empty when ready), e.g.
     /// `container runtime network not ready: NetworkReady=false reason:... message:...`.
     pub runtime_errors: &'a [String],
+    /// The runtime handlers CRI `Status` lists ([`runtime_handlers`]).
+    pub runtime_handlers: &'a [crate::cri::api::RuntimeHandler],
     /// The previous status (for transition times).
     pub previous: Option<&'a NodeStatus>,
     /// Now, seconds precision.
@@ -298,8 +300,32 @@ pub fn node_status(inp: &NodeStatusInputs) -> NodeStatus {
             architecture: inp.host.architecture.clone(),
             swap: None,
         }),
+        runtime_handlers: runtime_handlers(inp.runtime_handlers),
         ..Default::default()
     }
+}
+
+/// `status.runtimeHandlers` (k/k `nodestatus.RuntimeHandlers`): each handler the runtime lists
+/// with whether it supports user namespaces, as the runtime says ([`crate::userns`]), and
+/// `recursiveReadOnlyMounts: false` whatever the runtime says, since deckhand does not make
+/// read-only mounts recursive (`recursiveReadOnly: Enabled` is not implemented). None when the
+/// runtime lists none (containerd 1.6), as Go's empty list is left out.
+pub fn runtime_handlers(
+    handlers: &[crate::cri::api::RuntimeHandler],
+) -> Option<Vec<k8s_openapi::api::core::v1::NodeRuntimeHandler>> {
+    use k8s_openapi::api::core::v1::{NodeRuntimeHandler, NodeRuntimeHandlerFeatures};
+    (!handlers.is_empty()).then(|| {
+        handlers
+            .iter()
+            .map(|h| NodeRuntimeHandler {
+                name: Some(h.name.clone()),
+                features: Some(NodeRuntimeHandlerFeatures {
+                    recursive_read_only_mounts: Some(false),
+                    user_namespaces: Some(h.features.as_ref().is_some_and(|f| f.user_namespaces)),
+                }),
+            })
+            .collect()
+    })
 }
 
 /// True when two statuses differ in anything but heartbeat times (the Go kubelet writes an
@@ -536,11 +562,53 @@ mod tests {
             container_runtime_version: "containerd://1.6.20~ds1",
             kubelet_version: "v1.36.3",
             runtime_errors: errs,
+            runtime_handlers: &[],
             previous: prev,
             now: Time(Timestamp::from_second(t).unwrap()),
             pressure: &[],
             eviction_thresholds: defaults(),
         }
+    }
+
+    #[test]
+    fn runtime_handlers_say_what_deckhand_supports_through_them() {
+        use crate::cri::api::{RuntimeHandler, RuntimeHandlerFeatures};
+        assert_eq!(runtime_handlers(&[]), None, "containerd 1.6 lists none");
+        let h = |name: &str, userns: bool, rro: bool| RuntimeHandler {
+            name: name.into(),
+            features: Some(RuntimeHandlerFeatures {
+                user_namespaces: userns,
+                recursive_read_only_mounts: rro,
+            }),
+        };
+        let got = runtime_handlers(&[
+            h("", true, true),
+            h("runc", false, true),
+            RuntimeHandler {
+                name: "kata".into(),
+                features: None,
+            },
+        ])
+        .unwrap();
+        let seen: Vec<(String, Option<bool>, Option<bool>)> = got
+            .into_iter()
+            .map(|n| {
+                let f = n.features.unwrap();
+                (
+                    n.name.unwrap(),
+                    f.user_namespaces,
+                    f.recursive_read_only_mounts,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                ("".into(), Some(true), Some(false)),
+                ("runc".into(), Some(false), Some(false)),
+                ("kata".into(), Some(false), Some(false)),
+            ]
+        );
     }
 
     #[test]

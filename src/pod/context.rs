@@ -67,4 +67,6 @@ pub struct SyncContext {
     /// Container exits containerd's event stream reported before CRI shows them (filled by the
     /// PLEG, read through [`super::runtime::PodRuntimeStatus::observe`]).
     pub exits: crate::pleg::RecordedExits,
+    /// The user namespace ranges of pods with `hostUsers: false`.
+    pub userns: crate::userns::UserNamespaceManager,
 }

@@ -202,6 +202,7 @@ impl PodWorkers {
         // and have no sandbox left (deckhand stopped between removing a pod's sandbox and its
         // directory).
         let dirs = super::cleanup::list_pod_dirs(&self.ctx.root_dir);
+        self.ctx.userns.release_gone(&dirs);
         for uid in super::cleanup::orphaned_pod_dirs(&dirs, present) {
             let Some(first) = self.orphan_due("dir", &uid, now, force, &mut seen) else {
                 continue;

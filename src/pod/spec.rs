@@ -120,14 +120,16 @@ pub fn container_namespace_options(
 }
 
 /// Builds the `PodSandboxConfig` for `pod` (attempt `attempt`), logs under `pod_logs_dir`, with
-/// the resolv.conf settings `dns` ([`super::dns::pod_dns`]) and the pod cgroup's literal path
-/// `cgroup_parent` ([`crate::cm::pod_cgroup_parent`]).
+/// the resolv.conf settings `dns` ([`super::dns::pod_dns`]), the pod cgroup's literal path
+/// `cgroup_parent` ([`crate::cm::pod_cgroup_parent`]) and the user namespace option `userns`
+/// ([`crate::kuberuntime::sandbox::pod_user_namespace`]).
 pub fn sandbox_config(
     pod: &Pod,
     attempt: u32,
     pod_logs_dir: &str,
     dns: Option<api::DnsConfig>,
     cgroup_parent: String,
+    userns: api::UserNamespace,
 ) -> api::PodSandboxConfig {
     let spec = pod.spec.clone().unwrap_or_default();
     let mut lbls: HashMap<String, String> = pod
@@ -170,7 +172,10 @@ pub fn sandbox_config(
             }
         }
     }
-    let ns = namespace_options(&spec);
+    let ns = api::NamespaceOption {
+        userns_options: Some(userns),
+        ..namespace_options(&spec)
+    };
     let psc = spec.security_context.clone().unwrap_or_default();
     api::PodSandboxConfig {
         metadata: Some(api::PodSandboxMetadata {
@@ -252,6 +257,9 @@ pub struct ContainerRuntimeInputs {
     /// For an ephemeral container with `targetContainerName`: the runtime id of the target's
     /// instance, whose PID namespace it joins ([`container_namespace_options`]).
     pub pid_target_id: Option<String>,
+    /// The pod's user namespace option, as its sandbox was created with (k/k
+    /// `NamespacesForPod` gives containers the same).
+    pub userns: Option<api::UserNamespace>,
 }
 
 /// The user an image runs as, from CRI ImageStatus (k/k `kuberuntime/helpers.go` getImageUser).
@@ -445,7 +453,10 @@ pub fn container_config(
 
     let sc = c.security_context.clone().unwrap_or_default();
     let psc = spec.security_context.clone().unwrap_or_default();
-    let ns = container_namespace_options(spec, inp.pid_target_id.as_deref());
+    let ns = api::NamespaceOption {
+        userns_options: inp.userns.clone(),
+        ..container_namespace_options(spec, inp.pid_target_id.as_deref())
+    };
     Ok(api::ContainerConfig {
         metadata: Some(api::ContainerMetadata {
             name: c.name.clone(),
@@ -670,13 +681,30 @@ mod tests {
             .unwrap();
         assert_eq!(ns.pid, api::NamespaceMode::Container as i32);
         let parent = crate::cm::pod_cgroup_parent(&p, crate::cm::CgroupDriver::Cgroupfs).unwrap();
-        let sb = sandbox_config(&p, 0, "/var/log/pods", None, parent);
+        let userns = crate::userns::MappingsFile::single(65536, 65536).to_cri();
+        let sb = sandbox_config(&p, 0, "/var/log/pods", None, parent, userns.clone());
         assert_eq!(sb.log_directory, "/var/log/pods/default_web_uid-1");
         assert_eq!(sb.hostname, "web");
-        assert_eq!(
-            sb.linux.unwrap().cgroup_parent,
-            "/kubepods/besteffort/poduid-1"
-        );
+        let linux = sb.linux.unwrap();
+        assert_eq!(linux.cgroup_parent, "/kubepods/besteffort/poduid-1");
+        let sb_ns = linux.security_context.unwrap().namespace_options.unwrap();
+        assert_eq!(sb_ns.userns_options, Some(userns.clone()));
+        assert_eq!(sb_ns.network, api::NamespaceMode::Pod as i32);
+        // containers get the user namespace option their sandbox was created with
+        assert_eq!(ns.userns_options, None, "none given");
+        let inp = ContainerRuntimeInputs {
+            userns: Some(userns.clone()),
+            ..Default::default()
+        };
+        let cfg = container_config(&p, "app", &inp).unwrap();
+        let ns = cfg
+            .linux
+            .unwrap()
+            .security_context
+            .unwrap()
+            .namespace_options
+            .unwrap();
+        assert_eq!(ns.userns_options, Some(userns));
     }
 
     #[test]

@@ -465,9 +465,17 @@ impl PodWorker {
         };
         self.mounted_volumes = Some(volumes.clone());
 
+        // the pod start counters (k/k SyncPod step 4)
+        let user_namespaced = crate::userns::wants_user_namespace(pod);
+        let creating_sandbox = a.create_sandbox.is_some();
         let (sandbox_id, pod_ip, sandbox_config) = match a.create_sandbox {
             Some(attempt) => {
-                let created = kuberuntime::sandbox::create_sandbox(&ctx, pod, attempt).await?;
+                crate::server::metrics::observe_pod_started(user_namespaced);
+                let created = kuberuntime::sandbox::create_sandbox(&ctx, pod, attempt)
+                    .await
+                    .inspect_err(|_| {
+                        crate::server::metrics::observe_pod_start_failed(true, user_namespaced)
+                    })?;
                 // The sandbox is ready: PodReadyToStartContainers and the pod IPs go out before
                 // any image pull or container start.
                 let mut with_sandbox = rt.clone();
@@ -565,6 +573,9 @@ impl PodWorker {
             }
         }
         if failed {
+            if creating_sandbox {
+                crate::server::metrics::observe_pod_start_failed(false, user_namespaced);
+            }
             Err(SyncFailed)
         } else {
             Ok(())

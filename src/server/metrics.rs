@@ -17,7 +17,10 @@
 //! `kubelet_pod_worker_start_duration_seconds` (Go's buckets; see
 //! [`crate::pod::startup_latency`]), and the PLEG's `kubelet_pleg_relist_duration_seconds`,
 //! `kubelet_pleg_relist_interval_seconds`, `kubelet_pleg_last_seen_seconds` and the event
-//! stream's `kubelet_evented_pleg_connection_{success,error}_count`.
+//! stream's `kubelet_evented_pleg_connection_{success,error}_count`, and the pod start counters
+//! `kubelet_started_pods_total`, `kubelet_started_pods_errors_total`,
+//! `kubelet_started_user_namespaced_pods_total` and
+//! `kubelet_started_user_namespaced_pods_errors_total`.
 
 use super::stats::Summary;
 use crate::cri::{api, CriClient};
@@ -100,6 +103,48 @@ fn pod_start() -> &'static PodStart {
         worker_duration: Family::new_with_constructor(default_histogram),
         worker_start_duration: default_histogram(),
     })
+}
+
+/// Pod start counters, process-wide (k/k `kuberuntime_manager.go` SyncPod step 4).
+struct StartedPods {
+    total: Counter,
+    errors: Counter,
+    user_namespaced: Counter,
+    user_namespaced_errors: Counter,
+}
+
+fn started_pods() -> &'static StartedPods {
+    static M: OnceLock<StartedPods> = OnceLock::new();
+    M.get_or_init(|| StartedPods {
+        total: Counter::default(),
+        errors: Counter::default(),
+        user_namespaced: Counter::default(),
+        user_namespaced_errors: Counter::default(),
+    })
+}
+
+/// Records a pod sync that creates a sandbox (`kubelet_started_pods_total`, and
+/// `kubelet_started_user_namespaced_pods_total` for a pod with `hostUsers: false`).
+pub fn observe_pod_started(user_namespaced: bool) {
+    let m = started_pods();
+    m.total.inc();
+    if user_namespaced {
+        m.user_namespaced.inc();
+    }
+}
+
+/// Records that such a sync failed: `kubelet_started_pods_errors_total` when the sandbox was
+/// not created (`sandbox`), and `kubelet_started_user_namespaced_pods_errors_total` for a pod
+/// with `hostUsers: false` whatever failed in that sync (sandbox, volumes or a container), as Go
+/// counts any failed result of the sync.
+pub fn observe_pod_start_failed(sandbox: bool, user_namespaced: bool) {
+    let m = started_pods();
+    if sandbox {
+        m.errors.inc();
+    }
+    if user_namespaced {
+        m.user_namespaced_errors.inc();
+    }
 }
 
 /// PLEG metrics, process-wide (observed by [`crate::pleg`]).
@@ -375,6 +420,27 @@ impl Metrics {
             "kubelet_evented_pleg_connection_error_count",
             "[ALPHA] The number of errors encountered during the establishment of streaming connection with the CRI runtime.",
             pl.connection_errors.clone(),
+        );
+        let sp = started_pods();
+        registry.register(
+            "kubelet_started_pods",
+            "[ALPHA] Cumulative number of pods started",
+            sp.total.clone(),
+        );
+        registry.register(
+            "kubelet_started_pods_errors",
+            "[ALPHA] Cumulative number of errors when starting pods",
+            sp.errors.clone(),
+        );
+        registry.register(
+            "kubelet_started_user_namespaced_pods",
+            "[ALPHA] Cumulative number of pods with user namespaces started. This metric will only be collected on Linux.",
+            sp.user_namespaced.clone(),
+        );
+        registry.register(
+            "kubelet_started_user_namespaced_pods_errors",
+            "[ALPHA] Cumulative number of errors when starting pods with user namespaces. This metric will only be collected on Linux.",
+            sp.user_namespaced_errors.clone(),
         );
         let http_requests = Family::<Labels, Counter>::default();
         registry.register(

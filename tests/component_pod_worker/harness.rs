@@ -245,6 +245,16 @@ impl Harness {
             node: tokio::sync::watch::channel(Some(Arc::new(node_object()))).1,
             allocation: deckhand::allocation::AllocationManager::load(Some(&dir.join("root"))),
             exits: exits.clone(),
+            userns: deckhand::userns::UserNamespaceManager::new(
+                &dir.join("root"),
+                deckhand::userns::IDS_PER_POD_UNIT,
+                (
+                    deckhand::userns::IDS_PER_POD_UNIT,
+                    110 * deckhand::userns::IDS_PER_POD_UNIT,
+                ),
+                110,
+            )
+            .unwrap(),
         });
         let cri = ctx.cri.clone();
         let (pods, pods_rx) = mpsc::channel(16);

@@ -21,6 +21,23 @@ impl FakeRuntime {
         });
     }
 
+    /// What `Status` says of user namespaces: `None` lists no runtime handler (containerd 1.6),
+    /// `Some(b)` lists the default handler with `user_namespaces: b` (containerd 2.x).
+    pub fn set_user_namespaces(&self, support: Option<bool>) {
+        self.with(|s| {
+            s.runtime_handlers = support
+                .map(|b| api::RuntimeHandler {
+                    name: String::new(),
+                    features: Some(api::RuntimeHandlerFeatures {
+                        user_namespaces: b,
+                        recursive_read_only_mounts: true,
+                    }),
+                })
+                .into_iter()
+                .collect();
+        });
+    }
+
     /// Sets sandbox `id`'s IP as `PodSandboxStatus` reports it (`""`: a sandbox without one).
     pub fn set_sandbox_ip(&self, id: &str, ip: &str) {
         self.with(|s| {

@@ -169,6 +169,9 @@ struct State {
     hanging_exec: HashSet<String>,
     /// Container names whose ExecSync commands exit with this code (0 when absent).
     exec_exit: HashMap<String, i32>,
+    /// The runtime handlers `Status` lists: none by default (as containerd 1.6); see
+    /// [`FakeRuntime::set_user_namespaces`].
+    runtime_handlers: Vec<api::RuntimeHandler>,
     /// The open `GetContainerEvents` streams.
     event_streams:
         Vec<tokio::sync::mpsc::UnboundedSender<Result<api::ContainerEventResponse, Status>>>,

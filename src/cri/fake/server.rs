@@ -40,6 +40,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
             status: Some(api::RuntimeStatus {
                 conditions: vec![ready("RuntimeReady"), ready("NetworkReady")],
             }),
+            runtime_handlers: self.with(|s| s.runtime_handlers.clone()),
             ..Default::default()
         }))
     }

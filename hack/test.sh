@@ -135,7 +135,7 @@ fi
 # depend on the runtime; about 4 minutes).
 OTHER_RUNTIME_TESTS=(e2e e2e_exit e2e_lifecycle e2e_containerd_restart e2e_server
   e2e_standalone e2e_static e2e_podspec e2e_resize e2e_network e2e_gc e2e_eviction e2e_defects
-  e2e_dns e2e_ephemeral e2e_join e2e_image_volume)
+  e2e_dns e2e_ephemeral e2e_join e2e_image_volume e2e_userns)
 if [ "${OTHER_RUNTIME:-1}" != 0 ]; then
   if [ "$started" != 1 ]; then
     log "the other containerd: skipped (the cluster was up before this script; it is not switched)"

@@ -11,7 +11,7 @@
 # hack/containerd2-smoke.sh.
 #
 # Every setting can be overridden from the environment (a test points them at a temp dir):
-#   CONTAINERD2_BIN           containerd, containerd-shim-runc-v2, ctr (hack/build-containerd.sh)
+#   CONTAINERD2_BIN           containerd, containerd-shim-runc-v2, ctr, runc (hack/build-containerd.sh)
 #   CONTAINERD2_ROOT          persistent data (content store, snapshots, metadata)
 #   CONTAINERD2_STATE         runtime state (tasks, fifos, runc state, shim sockets)
 #   CONTAINERD2_SOCK          the gRPC (CRI) socket; the ttrpc one is the same path + .ttrpc
@@ -81,7 +81,9 @@ oom_score = 0
         runtime_path = "$CONTAINERD2_BIN/containerd-shim-runc-v2"
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           SystemdCgroup = false
-          BinaryName = "$(command -v runc)"
+          # runc built from its Go module (hack/build-containerd.sh): Debian's 1.1.5 has no
+          # idmapped mounts, so 2.x would not offer user namespaces
+          BinaryName = "$CONTAINERD2_BIN/runc"
           Root = "$CONTAINERD2_STATE/runc"
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ["$CNI_BIN_DIR"]

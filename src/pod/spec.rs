@@ -262,6 +262,24 @@ pub struct ContainerRuntimeInputs {
     pub userns: Option<api::UserNamespace>,
 }
 
+/// The container's mounts, each with the pod's ID mappings when it has a user namespace of its
+/// own, so the runtime makes idmapped mounts and the volumes' files keep their owners inside
+/// (root stays root, not the overflow user 65534) (k/k `applyPlatformSpecificContainerConfig`).
+/// Unchanged for a pod in the host's user namespace (no mappings).
+pub fn idmapped_mounts(
+    mounts: &[api::Mount],
+    userns: Option<&api::UserNamespace>,
+) -> Vec<api::Mount> {
+    let mut out = mounts.to_vec();
+    if let Some(u) = userns {
+        for m in &mut out {
+            m.uid_mappings = u.uids.clone();
+            m.gid_mappings = u.gids.clone();
+        }
+    }
+    out
+}
+
 /// The user an image runs as, from CRI ImageStatus (k/k `kuberuntime/helpers.go` getImageUser).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum ImageUser {
@@ -481,7 +499,7 @@ pub fn container_config(
                 value: value.into_bytes(),
             })
             .collect(),
-        mounts: inp.mounts.clone(),
+        mounts: idmapped_mounts(&inp.mounts, inp.userns.as_ref()),
         labels: lbls,
         annotations: ann,
         log_path: format!("{}/{}.log", c.name, inp.attempt),
@@ -705,6 +723,27 @@ mod tests {
             .namespace_options
             .unwrap();
         assert_eq!(ns.userns_options, Some(userns));
+    }
+
+    #[test]
+    fn mounts_are_idmapped_only_in_a_user_namespace_of_the_pods_own() {
+        let m = api::Mount {
+            container_path: "/cfg".into(),
+            host_path: "/var/lib/kubelet/pods/u/volumes/cfg".into(),
+            ..Default::default()
+        };
+        let own = crate::userns::MappingsFile::single(131072, 65536).to_cri();
+        let node = crate::userns::node_user_namespace();
+        // (user namespace option, mapped)
+        for (u, mapped) in [(None, false), (Some(&node), false), (Some(&own), true)] {
+            let out = idmapped_mounts(std::slice::from_ref(&m), u);
+            assert_eq!(out.len(), 1);
+            assert_eq!(out[0].container_path, "/cfg");
+            let want = if mapped { own.uids.clone() } else { vec![] };
+            assert_eq!(out[0].uid_mappings, want, "{u:?}");
+            let want = if mapped { own.gids.clone() } else { vec![] };
+            assert_eq!(out[0].gid_mappings, want, "{u:?}");
+        }
     }
 
     #[test]

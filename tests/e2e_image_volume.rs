@@ -11,7 +11,6 @@ mod common;
 
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
-use std::time::Duration;
 
 /// The image mounted as a volume: the e2e tests' busybox from the local registry. Its rootfs has
 /// every applet in /bin, so /bin/busybox is a file the mount must show.
@@ -80,16 +79,7 @@ async fn image_volume_is_mounted_on_containerd_2_and_refused_clearly_on_1_6() {
     } else {
         // containerd 1.6: no CRI image volume support; the pod says so and nothing starts
         let want = "image volumes are not supported: they need a container runtime with CRI image volume support (containerd 2.1 or later)";
-        let events = poll(
-            Duration::from_secs(60),
-            Duration::from_millis(500),
-            "the FailedMount event",
-            || {
-                let e = event_lines(&ns.name, "involvedObject.name=iv");
-                e.contains(want).then_some(e)
-            },
-        )
-        .await;
+        let events = wait_event_containing(&ns.name, "iv", want).await;
         assert!(events.contains("Warning FailedMount"), "{events}");
         let p = api.get("iv").await.unwrap();
         assert_eq!(phase(&p), "Pending", "{}", diagnose(&ns.name, "iv"));

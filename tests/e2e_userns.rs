@@ -19,7 +19,6 @@ mod common;
 use common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, PostParams};
-use std::time::Duration;
 
 fn userns_pod(name: &str, host_users: Option<bool>) -> Pod {
     let mut spec = serde_json::json!({
@@ -142,16 +141,7 @@ async fn host_users_false_gets_its_own_user_namespace_where_the_runtime_can() {
             "containerd 1.6 lists no runtime handler: {handlers:?}"
         );
         let want = "Failed to create pod sandbox: can't set `spec.hostUsers: false`, runtime does not support user namespaces";
-        let events = poll(
-            Duration::from_secs(60),
-            Duration::from_millis(500),
-            "the FailedCreatePodSandBox event",
-            || {
-                let e = event_lines(&ns.name, "involvedObject.name=own");
-                e.contains(want).then_some(e)
-            },
-        )
-        .await;
+        let events = wait_event_containing(&ns.name, "own", want).await;
         assert!(
             events.contains("Warning FailedCreatePodSandBox"),
             "{events}"

@@ -273,6 +273,22 @@ pub fn event_lines(ns: &str, field_selector: &str) -> String {
     ])
 }
 
+/// Waits up to a minute for an event of pod `pod` in `ns` whose line ([`event_lines`]) contains
+/// `want`, and returns all its event lines.
+pub async fn wait_event_containing(ns: &str, pod: &str, want: &str) -> String {
+    let selector = format!("involvedObject.name={pod}");
+    poll(
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        &format!("an event of {pod} with {want:?}"),
+        || {
+            let e = event_lines(ns, &selector);
+            e.contains(want).then_some(e)
+        },
+    )
+    .await
+}
+
 /// A namespace of one test; deleted by [`TestNs::delete`] at the end of the test, or (without
 /// waiting) when dropped, e.g. after a failed assertion.
 pub struct TestNs {

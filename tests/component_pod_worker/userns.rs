@@ -7,26 +7,30 @@ use deckhand::cri::api;
 use serde_json::json;
 use std::time::Duration;
 
+fn userns_of(ns: Option<&api::NamespaceOption>) -> Option<api::UserNamespace> {
+    ns?.userns_options.clone()
+}
+
 fn userns_of_sandbox(cfg: &api::PodSandboxConfig) -> Option<api::UserNamespace> {
-    cfg.linux
-        .as_ref()?
-        .security_context
-        .as_ref()?
-        .namespace_options
-        .as_ref()?
-        .userns_options
-        .clone()
+    userns_of(
+        cfg.linux
+            .as_ref()?
+            .security_context
+            .as_ref()?
+            .namespace_options
+            .as_ref(),
+    )
 }
 
 fn userns_of_container(cfg: &api::ContainerConfig) -> Option<api::UserNamespace> {
-    cfg.linux
-        .as_ref()?
-        .security_context
-        .as_ref()?
-        .namespace_options
-        .as_ref()?
-        .userns_options
-        .clone()
+    userns_of(
+        cfg.linux
+            .as_ref()?
+            .security_context
+            .as_ref()?
+            .namespace_options
+            .as_ref(),
+    )
 }
 
 /// A pod that does not set `hostUsers` (or sets it true) runs in the host's user namespace: mode

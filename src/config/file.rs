@@ -271,6 +271,42 @@ mod tests {
     }
 
     #[test]
+    fn user_namespace_ids_per_pod_are_whole_units_as_go_validates_them() {
+        // (idsPerPod, accepted)
+        for (ids, ok) in [
+            ("65536", true),
+            ("131072", true),
+            ("4294901760", true),
+            ("0", false),
+            ("1000", false),
+            ("65537", false),
+            ("4294967296", false),
+        ] {
+            let text = format!(
+                r#"{{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"KubeletConfiguration","userNamespaces":{{"idsPerPod":{ids}}}}}"#
+            );
+            match parse_str(&text) {
+                Ok(c) => {
+                    assert!(ok, "{ids} accepted");
+                    assert_eq!(c.0.user_namespaces.ids_per_pod.to_string(), ids);
+                }
+                Err(e) => {
+                    assert!(!ok, "{ids} refused: {e}");
+                    assert!(
+                        matches!(e, ConfigFileError::Invalid { ref field, .. } if field == "userNamespaces.idsPerPod"),
+                        "{e}"
+                    );
+                }
+            }
+        }
+        let c = parse_str(
+            r#"{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"KubeletConfiguration"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.0.user_namespaces.ids_per_pod, 65536, "Go's default");
+    }
+
+    #[test]
     fn refused_and_warned_fields() {
         let head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
         let e = parse_str(&format!("{head}cpuManagerPolicy: static\n")).unwrap_err();

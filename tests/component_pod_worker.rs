@@ -49,6 +49,36 @@ async fn an_on_failure_pod_that_succeeded_keeps_its_one_sandbox() {
     h.stop().await;
 }
 
+/// A finished pod whose sandbox the runtime fails to stop (containerd 1.6 answered "ttrpc:
+/// closed" while the container's shim was exiting, seen in README command 2): the worker tries
+/// again after its back-off (Go's 10 s `workerBackOffPeriod`), not only when container GC comes
+/// by a minute later, and the pod keeps its one sandbox.
+#[tokio::test(start_paused = true)]
+async fn a_finished_pods_sandbox_stop_that_failed_is_retried() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("stopfail", "OnFailure", json!({}));
+    h.apply(&p).await;
+    eventually(Duration::from_secs(10), "running", || {
+        h.runtime.running("main")
+    })
+    .await;
+    h.runtime
+        .inject_error("StopPodSandbox", tonic::Status::unknown("ttrpc: closed"));
+    exit_and_wait(&h, &p, "main", 0, "Succeeded").await;
+    eventually(Duration::from_secs(15), "the sandbox stopped", || {
+        let sandboxes = h.runtime.sandboxes();
+        (sandboxes.len() == 1 && !sandboxes[0].ready).then_some(())
+    })
+    .await;
+    assert!(
+        h.runtime.count("StopPodSandbox") >= 2,
+        "{:?}",
+        h.runtime.calls()
+    );
+    assert_eq!(h.runtime.count("RunPodSandbox"), 1);
+    h.stop().await;
+}
+
 /// The same for a Never pod that failed and an OnFailure pod with an init container, and when
 /// the stopped sandbox disappears afterwards (removed by someone else).
 #[tokio::test(start_paused = true)]

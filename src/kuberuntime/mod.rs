@@ -31,8 +31,14 @@ pub struct SyncFailed;
 
 /// Stops all running containers of `pod` (in parallel, each with `grace` seconds, floored at
 /// [`MINIMUM_GRACE_PERIOD_SECONDS`], preStop hooks first) and then every sandbox (k/k
-/// `killPodWithSyncResult`). A sandbox that cannot be stopped is a `FailedKillPod` warning.
-pub async fn kill_pod(ctx: &SyncContext, pod: &Pod, rt: &PodRuntimeStatus, grace: i64) {
+/// `killPodWithSyncResult`). A sandbox that cannot be stopped is a `FailedKillPod` warning and
+/// an error, so the caller tries again (a sandbox already gone is not).
+pub async fn kill_pod(
+    ctx: &SyncContext,
+    pod: &Pod,
+    rt: &PodRuntimeStatus,
+    grace: i64,
+) -> Result<(), SyncFailed> {
     let pod_ip = rt
         .latest_sandbox()
         .and_then(|s| s.ip.clone())
@@ -50,9 +56,11 @@ pub async fn kill_pod(ctx: &SyncContext, pod: &Pod, rt: &PodRuntimeStatus, grace
         }
     });
     futures::future::join_all(stops).await;
+    let mut result = Ok(());
     for s in &rt.sandboxes {
         if let Err(e) = ctx.cri.stop_pod_sandbox(&s.id).await {
             if !e.is_not_found() {
+                result = Err(SyncFailed);
                 ctx.recorder.pod(
                     pod,
                     None,
@@ -68,6 +76,7 @@ pub async fn kill_pod(ctx: &SyncContext, pod: &Pod, rt: &PodRuntimeStatus, grace
             }
         }
     }
+    result
 }
 
 /// Removes what the runtime and the node hold for pod `uid` once it is terminated: its

@@ -65,7 +65,8 @@ impl PodWorker {
             self.write_status_for(pod, &rt, true);
         }
         let result = self.execute(pod, &rt, &actions).await;
-        if actions.pod_done {
+        // finished once what ran is stopped; a failed stop is synced again after the back-off
+        if actions.pod_done && result.is_ok() {
             self.finished = true;
         }
         if let Some(t) = self.image_backoff_next() {
@@ -348,13 +349,16 @@ impl PodWorker {
             Ok(rt) => {
                 if rt.running().next().is_some() || rt.sandboxes.iter().any(|s| s.ready) {
                     tracing::info!("pod is finished; stopping what still runs");
-                    kuberuntime::kill_pod(
+                    let killed = kuberuntime::kill_pod(
                         &self.ctx,
                         pod,
                         &rt,
                         super::grace::requested_grace_seconds(pod),
                     )
                     .await;
+                    // not finished until it is stopped: the worker comes back to it at its
+                    // next wake-up (at most a resync period)
+                    self.finished = killed.is_ok();
                 }
             }
             Err(e) => tracing::warn!(error = %e, "reading the finished pod's runtime state failed"),
@@ -384,7 +388,9 @@ impl PodWorker {
             );
         }
         if a.kill_pod && (rt.running().next().is_some() || rt.sandboxes.iter().any(|s| s.ready)) {
-            kuberuntime::kill_pod(&ctx, pod, rt, grace).await;
+            // k/k SyncPod: a pod that could not be killed is a failed sync, tried again after
+            // the back-off
+            kuberuntime::kill_pod(&ctx, pod, rt, grace).await?;
         }
         let pod_ip = rt
             .latest_sandbox()
@@ -692,7 +698,8 @@ impl PodWorker {
 
     /// Stops the pod's containers and sandboxes ([`kuberuntime::kill_pod`]).
     async fn kill_pod(&self, pod: &Pod, rt: &PodRuntimeStatus, grace: i64) {
-        kuberuntime::kill_pod(&self.ctx, pod, rt, grace).await;
+        // termination retries on its own (remove_pod waits for what is left)
+        let _ = kuberuntime::kill_pod(&self.ctx, pod, rt, grace).await;
     }
 
     /// Terminates a deleted or removed pod: kill with the grace period, report the terminal

@@ -48,17 +48,14 @@ pub async fn create_sandbox(
         .map_err(|e| cgroup_failed(e, "naming"))?;
     let userns = match pod_user_namespace(ctx, pod).await {
         Ok(u) => u,
+        // k/k: the sandbox config cannot be made; SyncPod records the error as is
         Err(e) => {
-            // k/k: the sandbox config cannot be made; SyncPod records the error as is
-            ctx.recorder.pod(
+            return Err(sandbox_failed(
+                ctx,
                 pod,
-                None,
-                true,
-                reason::FAILED_CREATE_POD_SANDBOX,
-                format!("Failed to create pod sandbox: {e}"),
-            );
-            tracing::warn!(error = %e, "Failed to generate sandbox config for pod {}", crate::pod::format_pod(pod));
-            return Err(SyncFailed);
+                &e.to_string(),
+                "generate sandbox config",
+            ))
         }
     };
     let config = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir, Some(dns), parent, userns);
@@ -80,15 +77,12 @@ pub async fn create_sandbox(
     let id = match ctx.cri.run_pod_sandbox(config.clone()).await {
         Ok(id) => id,
         Err(e) => {
-            ctx.recorder.pod(
+            return Err(sandbox_failed(
+                ctx,
                 pod,
-                None,
-                true,
-                reason::FAILED_CREATE_POD_SANDBOX,
-                format!("Failed to create pod sandbox: {}", e.user_message()),
-            );
-            tracing::warn!(error = %e, "Failed to create sandbox for pod {}", crate::pod::format_pod(pod));
-            return Err(SyncFailed);
+                &e.user_message(),
+                "create sandbox",
+            ))
         }
     };
     let network = match ctx.cri.pod_sandbox_status(&id).await {
@@ -110,6 +104,20 @@ pub async fn create_sandbox(
         created_at: ctx.clock.now().as_nanosecond() as i64,
     };
     Ok(CreatedSandbox { status, config })
+}
+
+/// Records a sandbox that could not be made (`FailedCreatePodSandBox` with `message`, as k/k
+/// SyncPod words it) and logs which step (`what`) failed.
+fn sandbox_failed(ctx: &SyncContext, pod: &Pod, message: &str, what: &str) -> SyncFailed {
+    ctx.recorder.pod(
+        pod,
+        None,
+        true,
+        reason::FAILED_CREATE_POD_SANDBOX,
+        format!("Failed to create pod sandbox: {message}"),
+    );
+    tracing::warn!(error = %message, "Failed to {what} for pod {}", crate::pod::format_pod(pod));
+    SyncFailed
 }
 
 /// The user namespace option of `pod`'s sandbox and containers ([`crate::userns`], k/k

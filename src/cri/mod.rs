@@ -9,6 +9,7 @@
 
 pub mod fake;
 pub mod labels;
+pub mod list_cache;
 pub mod reachability;
 pub mod stuck_task;
 
@@ -223,6 +224,10 @@ pub struct CriClient {
     timeout: Duration,
     /// Whether the runtime answers, from every call's outcome.
     reachability: std::sync::Arc<reachability::Reachability>,
+    /// The last unfiltered `ListPodSandbox` answer ([`Self::list_pod_sandboxes_since`]).
+    sandboxes: std::sync::Arc<list_cache::ListCache<api::PodSandbox>>,
+    /// The last unfiltered `ListContainers` answer ([`Self::list_containers_since`]).
+    containers: std::sync::Arc<list_cache::ListCache<api::Container>>,
 }
 
 impl std::fmt::Debug for CriClient {
@@ -271,6 +276,8 @@ impl CriClient {
             channel: ch,
             timeout: Duration::from_secs(120),
             reachability: Default::default(),
+            sandboxes: Default::default(),
+            containers: Default::default(),
         }
     }
 
@@ -444,6 +451,7 @@ impl CriClient {
                 .collect(),
             ..Default::default()
         });
+        let started = tokio::time::Instant::now();
         let r: api::ListPodSandboxResponse = call!(
             self,
             runtime,
@@ -453,7 +461,23 @@ impl CriClient {
             api::ListPodSandboxRequest { filter },
             self.timeout
         )?;
+        if labels.is_empty() {
+            self.sandboxes.put(started, &r.items);
+        }
         Ok(r.items)
+    }
+
+    /// Every pod sandbox, from a `ListPodSandbox` call that started at or after `after`: the last
+    /// unfiltered one made through any clone of this client (the PLEG's relist) when it is that
+    /// recent, else a new call ([`list_cache`], the Go kubelet's runtime cache).
+    pub async fn list_pod_sandboxes_since(
+        &self,
+        after: tokio::time::Instant,
+    ) -> Result<Vec<api::PodSandbox>> {
+        match self.sandboxes.get(after) {
+            Some(list) => Ok(list),
+            None => self.list_pod_sandboxes(&[]).await,
+        }
     }
 
     /// `ListContainers`, optionally filtered by label selector.
@@ -465,6 +489,7 @@ impl CriClient {
                 .collect(),
             ..Default::default()
         });
+        let started = tokio::time::Instant::now();
         let r: api::ListContainersResponse = call!(
             self,
             runtime,
@@ -474,7 +499,22 @@ impl CriClient {
             api::ListContainersRequest { filter },
             self.timeout
         )?;
+        if labels.is_empty() {
+            self.containers.put(started, &r.containers);
+        }
         Ok(r.containers)
+    }
+
+    /// Every container, from a `ListContainers` call that started at or after `after` (as
+    /// [`Self::list_pod_sandboxes_since`]).
+    pub async fn list_containers_since(
+        &self,
+        after: tokio::time::Instant,
+    ) -> Result<Vec<api::Container>> {
+        match self.containers.get(after) {
+            Some(list) => Ok(list),
+            None => self.list_containers(&[]).await,
+        }
     }
 
     /// `CreateContainer` in sandbox `sandbox_id`; returns the container id.

@@ -53,6 +53,24 @@ impl OrphanRetry {
     }
 }
 
+/// The oldest sandbox list the periodic orphan sweep uses: the PLEG's default relist period, so
+/// that the sweep (every 2 s) takes the relist's list and does not call the runtime itself.
+pub const SANDBOX_LIST_MAX_AGE: Duration = Duration::from_secs(5);
+
+/// The sandbox list the orphan sweep at `now` may use: one started at or after the returned time
+/// ([`crate::cri::CriClient::list_pod_sandboxes_since`]). At most [`SANDBOX_LIST_MAX_AGE`] old,
+/// and taken after the last worker was forgotten (`last_forgotten`): an older list may still
+/// show the sandbox that worker removed, which would be mistaken for an orphan. After a full
+/// list of the pod sources (`force`) the runtime is asked again.
+pub fn sandbox_list_after(now: Instant, last_forgotten: Instant, force: bool) -> Instant {
+    if force {
+        return now;
+    }
+    now.checked_sub(SANDBOX_LIST_MAX_AGE)
+        .unwrap_or(now)
+        .max(last_forgotten)
+}
+
 /// How long after the last heap trim another may run ([`should_trim_heap`]).
 pub const HEAP_TRIM_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -171,7 +189,8 @@ impl PodWorkers {
     ) {
         let now = Instant::now();
         let mut seen = HashSet::new();
-        match self.ctx.cri.list_pod_sandboxes(&[]).await {
+        let after = sandbox_list_after(now, self.last_worker_forgotten, force);
+        match self.ctx.cri.list_pod_sandboxes_since(after).await {
             Ok(sandboxes) => {
                 for s in sandboxes {
                     let Some(uid) = s.labels.get(labels::POD_UID).cloned() else {
@@ -243,6 +262,25 @@ mod tests {
                 should_trim_heap(forgotten, since),
                 want,
                 "{forgotten} {since:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_orphan_sweep_takes_a_recent_sandbox_list_taken_after_the_last_forget() {
+        let t0 = Instant::now() + Duration::from_secs(100);
+        let s = Duration::from_secs;
+        // (now, last worker forgotten, force, the list must have started at or after)
+        for (now, forgotten, force, want) in [
+            (t0, t0 - s(60), false, t0 - SANDBOX_LIST_MAX_AGE),
+            (t0, t0 - s(2), false, t0 - s(2)),
+            (t0, t0 - s(60), true, t0),
+            (t0, t0, false, t0),
+        ] {
+            assert_eq!(
+                sandbox_list_after(now, forgotten, force),
+                want,
+                "{forgotten:?} {force}"
             );
         }
     }

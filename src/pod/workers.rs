@@ -82,6 +82,9 @@ pub struct PodWorkers {
     /// Workers forgotten since the heap was last trimmed, and when that was.
     pub(super) forgotten_since_trim: usize,
     pub(super) last_heap_trim: Instant,
+    /// When a worker was last forgotten: the orphan sweep needs a sandbox list taken after it
+    /// ([`super::housekeeping::sandbox_list_after`]).
+    pub(super) last_worker_forgotten: Instant,
 }
 
 impl PodWorkers {
@@ -104,6 +107,7 @@ impl PodWorkers {
             orphan_retry: Default::default(),
             forgotten_since_trim: 0,
             last_heap_trim: Instant::now(),
+            last_worker_forgotten: Instant::now(),
         }
     }
 
@@ -111,6 +115,7 @@ impl PodWorkers {
     pub(super) fn forget_worker(&mut self, uid: &str) {
         if self.workers.remove(uid).is_some() {
             self.forgotten_since_trim += 1;
+            self.last_worker_forgotten = Instant::now();
         }
         self.states.remove(uid);
         self.ctx.allocation.remove_pod(uid);

@@ -8,6 +8,7 @@
 //! [`plan`] is the pure decision over the rotated files; [`run`] is the loop.
 
 use crate::cri::{api, CriClient};
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -120,13 +121,32 @@ fn compress(log: &str) -> io::Result<()> {
     result
 }
 
-/// Cleans up, compresses and rotates one container's log when it is too big.
-async fn rotate_if_needed(cri: &CriClient, id: &str, policy: Policy) -> Result<(), String> {
+/// The log path of container `id` (`ContainerStatus.log_path`, empty when it has none), asked of
+/// the runtime once per container: it does not change while the container exists.
+async fn log_path(
+    cri: &CriClient,
+    id: &str,
+    known: &mut HashMap<String, String>,
+) -> Result<String, String> {
+    if let Some(p) = known.get(id) {
+        return Ok(p.clone());
+    }
     let status = cri.container_status(id).await.map_err(|e| e.to_string())?;
-    if status.log_path.is_empty() {
+    known.insert(id.to_string(), status.log_path.clone());
+    Ok(status.log_path)
+}
+
+/// Cleans up, compresses and rotates one container's log (at `log_path`) when it is too big.
+async fn rotate_if_needed(
+    cri: &CriClient,
+    id: &str,
+    log_path: &str,
+    policy: Policy,
+) -> Result<(), String> {
+    if log_path.is_empty() {
         return Ok(());
     }
-    let log = PathBuf::from(&status.log_path);
+    let log = PathBuf::from(log_path);
     let size = match tokio::fs::metadata(&log).await {
         Ok(m) => m.len(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -168,33 +188,45 @@ async fn rotate_if_needed(cri: &CriClient, id: &str, policy: Policy) -> Result<(
     Ok(())
 }
 
-/// Checks every running container's log every [`MONITOR_PERIOD`] until `cancel` fires.
+/// Checks every running container's log every [`MONITOR_PERIOD`] until `cancel` fires. The
+/// container list may be the PLEG's last relist when it is younger than the period
+/// ([`CriClient::list_containers_since`]); each container's log path is asked once.
 pub async fn run(cri: CriClient, policy: Policy, cancel: CancellationToken) {
     if policy.max_size == 0 {
         return;
     }
     let mut tick = tokio::time::interval(MONITOR_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut log_paths: HashMap<String, String> = HashMap::new();
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let containers = match cri.list_containers(&[]).await {
+        let since = tokio::time::Instant::now()
+            .checked_sub(MONITOR_PERIOD)
+            .unwrap_or_else(tokio::time::Instant::now);
+        let containers = match cri.list_containers_since(since).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(error = %e, "log rotation: listing containers failed");
                 continue;
             }
         };
-        for c in containers
+        let running: Vec<&api::Container> = containers
             .iter()
             .filter(|c| c.state == api::ContainerState::ContainerRunning as i32)
-        {
+            .collect();
+        log_paths.retain(|id, _| running.iter().any(|c| c.id == *id));
+        for c in running {
             if cancel.is_cancelled() {
                 return;
             }
-            if let Err(e) = rotate_if_needed(&cri, &c.id, policy).await {
+            let result = match log_path(&cri, &c.id, &mut log_paths).await {
+                Ok(path) => rotate_if_needed(&cri, &c.id, &path, policy).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = result {
                 tracing::warn!(container = %c.id, error = %e, "failed to rotate container log");
             }
         }

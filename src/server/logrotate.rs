@@ -227,6 +227,12 @@ pub async fn run(cri: CriClient, policy: Policy, cancel: CancellationToken) {
                 Err(e) => Err(e),
             };
             if let Err(e) = result {
+                if !cri.reachability().is_reachable() {
+                    // The runtime is down (the list may predate the outage): the CRI client's
+                    // reachability tracker says so once; the next tick tries again.
+                    tracing::debug!(error = %e, "log rotation: the runtime does not answer");
+                    break;
+                }
                 tracing::warn!(container = %c.id, error = %e, "failed to rotate container log");
             }
         }

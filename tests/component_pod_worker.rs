@@ -18,6 +18,8 @@ mod faults;
 mod harness;
 #[path = "component_pod_worker/image_volume.rs"]
 mod image_volume;
+#[path = "component_pod_worker/pod_cache.rs"]
+mod pod_cache;
 #[path = "component_pod_worker/resize.rs"]
 mod resize;
 #[path = "component_pod_worker/userns.rs"]

@@ -41,6 +41,16 @@ impl<T: Clone> ListCache<T> {
         }
     }
 
+    /// Whether any item of the cached list satisfies `pred`, if the list's call started at or
+    /// after `after` (None: no such list; the caller asks the runtime). Reads the list in place.
+    pub fn any(&self, after: Instant, pred: impl Fn(&T) -> bool) -> Option<bool> {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        match &*last {
+            Some((taken, list)) if fresh_enough(*taken, after) => Some(list.iter().any(pred)),
+            _ => None,
+        }
+    }
+
     /// Records a whole list whose call started at `taken`, unless a newer one is already kept
     /// (two calls may finish out of order).
     pub fn put(&self, taken: Instant, list: &[T]) {
@@ -81,5 +91,34 @@ mod tests {
         assert_eq!(c.get(t0), Some(vec![2]));
         assert_eq!(c.get(t0 + Duration::from_secs(2)), Some(vec![2]));
         assert_eq!(c.get(t0 + Duration::from_secs(3)), None);
+    }
+
+    #[test]
+    fn any_answers_only_from_a_list_recent_enough() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let c = ListCache::default();
+        assert_eq!(c.any(t0, |_: &i32| true), None, "nothing listed yet");
+        c.put(t0 + s(1), &[1, 2, 3]);
+        // (reader needs a list started at or after, item wanted, answer)
+        for (after, want_item, answer) in [
+            (t0, 2, Some(true)),
+            (t0, 7, Some(false)),
+            (t0 + s(1), 3, Some(true)),
+            (t0 + s(2), 2, None),
+        ] {
+            assert_eq!(
+                c.any(after, |x| *x == want_item),
+                answer,
+                "{after:?} {want_item}"
+            );
+        }
+        let empty = ListCache::<i32>::default();
+        empty.put(t0, &[]);
+        assert_eq!(
+            empty.any(t0, |_| true),
+            Some(false),
+            "an empty list answers no"
+        );
     }
 }

@@ -322,6 +322,25 @@ impl CriClient {
         }
     }
 
+    /// Whether the last unfiltered `ListPodSandbox` and `ListContainers` answers show anything of
+    /// pod `pod_uid` (its [`labels::POD_UID`] label), when both calls started at or after
+    /// `after`; None when either list is older or was never taken (the caller asks the runtime).
+    /// No call is made. This is how a new pod's first sync starts from the PLEG's last relist
+    /// instead of asking the runtime, as the Go kubelet's pod worker reads the PLEG's pod cache
+    /// (k/k `pkg/kubelet/container/cache.go` `GetNewerThan`).
+    pub fn cached_lists_show_pod(
+        &self,
+        after: tokio::time::Instant,
+        pod_uid: &str,
+    ) -> Option<bool> {
+        let of_pod = |l: &std::collections::HashMap<String, String>| {
+            l.get(labels::POD_UID).map(String::as_str) == Some(pod_uid)
+        };
+        let sandboxes = self.sandboxes.any(after, |s| of_pod(&s.labels))?;
+        let containers = self.containers.any(after, |c| of_pod(&c.labels))?;
+        Some(sandboxes || containers)
+    }
+
     /// `ListContainers`, optionally filtered by label selector.
     pub async fn list_containers(&self, labels: &[(&str, &str)]) -> Result<Vec<api::Container>> {
         let filter = (!labels.is_empty()).then(|| api::ContainerFilter {

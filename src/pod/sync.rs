@@ -27,7 +27,7 @@ impl PodWorker {
     /// (the end of a back-off).
     pub(super) async fn sync(&mut self, pod: &Pod) -> Result<Option<Timestamp>, SyncFailed> {
         let ctx = self.ctx.clone();
-        let rt = match PodRuntimeStatus::observe(&ctx.cri, &ctx.exits, super::uid(pod)).await {
+        let rt = match self.runtime_status(pod).await {
             Ok(rt) => rt,
             Err(e) => {
                 log_runtime_read_failure(&e, "reading pod state from the runtime failed");
@@ -99,6 +99,26 @@ impl PodWorker {
             self.write_status(pod, actions.pod_done).await;
         }
         result.map(|_| next)
+    }
+
+    /// The runtime's state of `pod` for a sync. A new worker's first sync starts from the PLEG's
+    /// last relist when it is recent enough and shows nothing of the pod (a pod just bound to
+    /// the node): no CRI call before its sandbox is made, as the Go kubelet's first sync of a
+    /// new pod reads an empty entry from the PLEG's pod cache. Only this worker makes sandboxes
+    /// and containers for this UID, so a relist that started after any earlier worker was
+    /// forgotten shows all there is; otherwise, and at every later sync, the runtime is asked.
+    async fn runtime_status(
+        &mut self,
+        pod: &Pod,
+    ) -> Result<PodRuntimeStatus, crate::cri::CriError> {
+        let uid = super::uid(pod);
+        if let Some(after) = self.first_sync_list_after.take() {
+            if self.ctx.cri.cached_lists_show_pod(after, uid) == Some(false) {
+                tracing::debug!("new pod: nothing of it in the last relist");
+                return Ok(PodRuntimeStatus::default());
+            }
+        }
+        PodRuntimeStatus::observe(&self.ctx.cri, &self.ctx.exits, uid).await
     }
 
     /// In-place resize (k/k SyncPod → `doPodResizeAction`): brings the running containers of

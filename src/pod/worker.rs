@@ -51,6 +51,10 @@ pub(super) struct PodWorker {
     pub(super) resizing: bool,
     /// Why applying the last resize failed (the `PodResizeInProgress` condition's message).
     pub(super) resize_error: Option<String>,
+    /// Until the first sync: the PLEG relist that sync may start from instead of asking the
+    /// runtime is one started at or after this (when the dispatcher last forgot a worker, which
+    /// may have left this UID's sandboxes behind; [`super::sync`]'s `runtime_status`).
+    pub(super) first_sync_list_after: Option<Instant>,
 }
 
 /// The API copy of the pod is in phase Succeeded or Failed.

@@ -239,6 +239,7 @@ impl PodWorkers {
             evicted_tx: self.evicted_tx.clone(),
             resizing: false,
             resize_error: None,
+            first_sync_list_after: Some(self.last_worker_forgotten),
         };
         let done = self.done_tx.clone();
         let span = super::span(&pod);

@@ -269,8 +269,9 @@ impl Harness {
         if let Some((source, period, runtime_name)) = pleg_source {
             // no containerd here: the native stream, if chosen, has no usable endpoint (a
             // relative path) and is given up at once
+            // the workers' client, as in deckhand: its list cache is shared
             let pleg = deckhand::pleg::Pleg::new(
-                runtime.client().await,
+                cri.clone(),
                 "no-containerd.sock".into(),
                 period,
                 pleg.clone(),

@@ -109,6 +109,18 @@ impl FakeRuntime {
         self.with(|s| s.calls.clone())
     }
 
+    /// The positions in [`Self::calls`] of the list calls that asked for pod `pod_uid`'s
+    /// sandboxes or containers (a selector on its pod UID label).
+    pub fn pod_lists(&self, pod_uid: &str) -> Vec<usize> {
+        self.with(|s| {
+            s.pod_lists
+                .iter()
+                .filter(|(_, u)| u == pod_uid)
+                .map(|(i, _)| *i)
+                .collect()
+        })
+    }
+
     /// How many times CRI method `method` was called.
     pub fn count(&self, method: &str) -> usize {
         self.with(|s| s.calls.iter().filter(|c| *c == method).count())

@@ -159,6 +159,9 @@ struct State {
     containers: BTreeMap<String, FakeContainer>,
     images: BTreeMap<String, api::Image>,
     calls: Vec<String>,
+    /// The filtered `ListPodSandbox` / `ListContainers` calls that asked for one pod's objects
+    /// (the pod UID label in the selector): index into `calls`, pod UID.
+    pod_lists: Vec<(usize, String)>,
     errors: HashMap<String, VecDeque<Status>>,
     /// CRI methods that take this long before answering.
     delays: HashMap<String, Duration>,
@@ -293,7 +296,25 @@ impl FakeRuntime {
     /// Records `method`, waits out a delay set for it ([`FakeRuntime::delay`]), and returns an
     /// injected error for it, if one is queued.
     async fn enter(&self, method: &str) -> Result<(), Status> {
+        self.enter_for(method, None).await
+    }
+
+    /// [`Self::enter`] for a list call with label selector `selector`, noting the pod it asks
+    /// about ([`FakeRuntime::pod_lists`]).
+    async fn enter_list(
+        &self,
+        method: &str,
+        selector: &HashMap<String, String>,
+    ) -> Result<(), Status> {
+        let pod = selector.get(super::labels::POD_UID).map(String::as_str);
+        self.enter_for(method, pod).await
+    }
+
+    async fn enter_for(&self, method: &str, pod_uid: Option<&str>) -> Result<(), Status> {
         let delay = self.with(|s| {
+            if let Some(uid) = pod_uid {
+                s.pod_lists.push((s.calls.len(), uid.to_string()));
+            }
             s.calls.push(method.to_string());
             s.delays.get(method).copied()
         });

@@ -128,12 +128,12 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::ListPodSandboxRequest>,
     ) -> Result<Response<api::ListPodSandboxResponse>, Status> {
-        self.enter("ListPodSandbox").await?;
         let selector = req
             .into_inner()
             .filter
             .map(|f| f.label_selector)
             .unwrap_or_default();
+        self.enter_list("ListPodSandbox", &selector).await?;
         let items = self
             .sandboxes()
             .into_iter()
@@ -284,12 +284,12 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         &self,
         req: Request<api::ListContainersRequest>,
     ) -> Result<Response<api::ListContainersResponse>, Status> {
-        self.enter("ListContainers").await?;
         let selector = req
             .into_inner()
             .filter
             .map(|f| f.label_selector)
             .unwrap_or_default();
+        self.enter_list("ListContainers", &selector).await?;
         let containers = self
             .containers()
             .into_iter()

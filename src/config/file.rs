@@ -170,6 +170,15 @@ pub fn load(path: &Path) -> Result<ConfigFile, ConfigFileError> {
     parse(&text, path, base)
 }
 
+/// Parses one YAML document (JSON is a subset) into a JSON value, as the Go kubelet reads its
+/// config file and static pod manifests (sigs.k8s.io/yaml: YAML to JSON, then JSON decoding).
+/// Duplicate keys are an error. The error names the line and column but does not quote the
+/// document (a manifest may carry secrets in its env).
+pub fn yaml_value(text: &str) -> Result<Value, String> {
+    let options = serde_saphyr::options! { with_snippet: false, legacy_octal_numbers: true };
+    serde_saphyr::from_str_with_options(text, options).map_err(|e| e.to_string())
+}
+
 /// Parses a KubeletConfiguration document (YAML, of which JSON is a subset). `path` names the
 /// file in errors; relative paths are resolved against `base`.
 ///
@@ -179,10 +188,8 @@ pub fn parse(text: &str, path: &Path, base: &Path) -> Result<ConfigFile, ConfigF
     if text.trim().is_empty() {
         return Err(ConfigFileError::Empty { path: p() });
     }
-    let doc: Value = serde_yaml::from_str(text).map_err(|e| ConfigFileError::Syntax {
-        path: p(),
-        message: e.to_string(),
-    })?;
+    let doc: Value =
+        yaml_value(text).map_err(|message| ConfigFileError::Syntax { path: p(), message })?;
     let Value::Object(obj) = &doc else {
         return Err(ConfigFileError::Syntax {
             path: p(),
@@ -227,6 +234,38 @@ mod tests {
         let f = parse(s, Path::new("/etc/kubelet.yaml"), Path::new("/etc"))?;
         let w = f.check()?;
         Ok((f.config, w))
+    }
+
+    #[test]
+    fn yaml_documents_read_as_json_and_errors_do_not_quote_the_text() {
+        // (document, the JSON it reads as; None: an error)
+        for (doc, want) in [
+            (
+                "a: 1\nb: [x, \"y\"]\n",
+                Some(serde_json::json!({"a": 1, "b": ["x", "y"]})),
+            ),
+            ("{\"a\": true}", Some(serde_json::json!({"a": true}))),
+            // YAML 1.1, as Go's YAML reader: 0644 is octal, yes and off are booleans
+            (
+                "mode: 0644\nyes: yes\nb: off\nn: 420\nf: 1.5\n",
+                Some(serde_json::json!({"mode": 420, "yes": true, "b": false, "n": 420, "f": 1.5})),
+            ),
+            ("a: 1\na: 2\n", None),
+            ("env:\n  - value: s3cr3t-token\n    name: [unclosed\n", None),
+        ] {
+            let got = yaml_value(doc);
+            match want {
+                Some(v) => assert_eq!(got.as_ref().ok(), Some(&v), "{doc:?}: {got:?}"),
+                None => {
+                    let e = got.expect_err(doc);
+                    assert!(
+                        !e.contains("s3cr3t"),
+                        "{doc:?}: the error quotes the text: {e}"
+                    );
+                    assert!(e.contains("line"), "{doc:?}: no line in {e:?}");
+                }
+            }
+        }
     }
 
     #[test]

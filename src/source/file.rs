@@ -118,7 +118,7 @@ pub fn pod_from_manifest(
         message,
     };
     let text = std::str::from_utf8(content).map_err(|e| decode(e.to_string()))?;
-    let value: serde_json::Value = serde_yaml::from_str(text).map_err(|e| decode(e.to_string()))?;
+    let value = crate::config::file::yaml_value(text).map_err(decode)?;
     let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
     let api_version = value
         .get("apiVersion")

@@ -17,6 +17,7 @@ pub mod housekeeping;
 pub mod manager;
 pub mod mirror;
 pub mod reasons;
+mod resize;
 pub mod runtime;
 pub mod spec;
 pub mod startup_latency;

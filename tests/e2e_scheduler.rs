@@ -760,6 +760,20 @@ impl Replica {
     fn binds(&self) -> usize {
         self.log().matches("successfully bound pod to node").count()
     }
+
+    /// The binds this replica logged once `want` are logged, or after 5 s. A pod shows its node
+    /// in a watch before the replica's log line for the bind is written (it follows the
+    /// binding call's answer), so the count is polled, not read once.
+    async fn binds_when(&self, want: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let n = self.binds();
+            if n >= want || Instant::now() >= deadline {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 impl Drop for Replica {
@@ -838,9 +852,8 @@ async fn leader_election_two_replicas() {
         )
         .await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        replicas[leader].binds(),
+        replicas[leader].binds_when(3).await,
         3,
         "leader log:\n{}",
         replicas[leader].log()
@@ -875,7 +888,7 @@ async fn leader_election_two_replicas() {
         t.elapsed().as_secs_f64()
     );
     assert_eq!(
-        replicas[follower].binds(),
+        replicas[follower].binds_when(2).await,
         2,
         "new leader log:\n{}",
         replicas[follower].log()

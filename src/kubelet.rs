@@ -359,6 +359,7 @@ impl Kubelet {
             node: node_rx,
             allocation: crate::allocation::AllocationManager::load(Some(&flags.root_dir)),
             exits: crate::pleg::RecordedExits::default(),
+            synced: crate::pleg::SyncedStates::default(),
             // k/k MakeUserNsManager: ranges that cannot work stop the kubelet at start-up
             userns: crate::userns::UserNamespaceManager::from_config(
                 &flags.root_dir,
@@ -448,6 +449,7 @@ impl Kubelet {
             )
             .with_tasks(tasks.clone())
             .with_exits(ctx.exits.clone())
+            .with_synced_states(ctx.synced.clone())
             .with_event_source(flags.pleg_event_source, &version.runtime_name);
             let c = cancel.clone();
             tasks.spawn("pleg", async move { pleg.run(c).await });

@@ -17,9 +17,11 @@
 
 pub mod exits;
 pub mod source;
+pub mod synced;
 
 pub use exits::RecordedExits;
 pub use source::EventSource;
+pub use synced::SyncedStates;
 
 use crate::cri::{labels, CriClient};
 use containerd_client::events::{TaskExit, TaskOom};
@@ -39,8 +41,7 @@ pub const CRI_NAMESPACE: &str = "k8s.io";
 /// The relist period while the runtime cannot be reached.
 pub const UNREACHABLE_RELIST_PERIOD: Duration = Duration::from_millis(500);
 
-/// What the relist saw for one runtime object: pod UID and a state code.
-type Snapshot = HashMap<String, (String, i32)>;
+use synced::Snapshot;
 
 /// The PLEG. Sends the UID of each pod whose runtime state changed.
 pub struct Pleg {
@@ -54,6 +55,8 @@ pub struct Pleg {
     tasks: crate::tasks::Tasks,
     /// Exits from the event stream that CRI may not show yet.
     exits: RecordedExits,
+    /// What each pod worker last synced against ([`synced`]).
+    synced: SyncedStates,
     /// Which event stream(s) to follow ([`source::choose_sources`]).
     event_source: EventSource,
     /// The runtime's name (CRI `Version`), for the choice.
@@ -129,6 +132,7 @@ impl Pleg {
             owners: Arc::default(),
             tasks: crate::tasks::Tasks::new(),
             exits: RecordedExits::default(),
+            synced: SyncedStates::default(),
             event_source: EventSource::Auto,
             runtime_name: "containerd".into(),
             relist_now: tokio::sync::Notify::new(),
@@ -152,6 +156,13 @@ impl Pleg {
 
     /// Runs the event stream and the per-event handlers in `tasks` (the kubelet's set, so
     /// shutdown waits for them).
+    /// Shares the runtime state the pod workers record after a sync ([`synced`]): a relist
+    /// wakes a worker only for a change it has not seen.
+    pub fn with_synced_states(mut self, synced: SyncedStates) -> Self {
+        self.synced = synced;
+        self
+    }
+
     pub fn with_tasks(mut self, tasks: crate::tasks::Tasks) -> Self {
         self.tasks = tasks;
         self
@@ -208,7 +219,7 @@ impl Pleg {
         let mut snap = Snapshot::new();
         for s in sandboxes {
             if let Some(uid) = s.labels.get(labels::POD_UID) {
-                snap.insert(s.id, (uid.clone(), 100 + s.state));
+                snap.insert(s.id, (uid.clone(), synced::SANDBOX_STATE_BASE + s.state));
             }
         }
         for c in containers {
@@ -231,19 +242,12 @@ impl Pleg {
             );
             last_start = Some(started);
             if let Some(snap) = snap {
-                let mut changed: Vec<String> = vec![];
-                for (id, (uid, state)) in &snap {
-                    if prev.get(id).map(|(_, s)| s) != Some(state) {
-                        changed.push(uid.clone());
-                    }
+                let changed = synced::relist_wakes(&prev, &snap, &self.synced);
+                {
+                    let held: std::collections::HashSet<&str> =
+                        snap.values().map(|(uid, _)| uid.as_str()).collect();
+                    self.synced.retain(|uid| held.contains(uid));
                 }
-                for (id, (uid, _)) in &prev {
-                    if !snap.contains_key(id) {
-                        changed.push(uid.clone());
-                    }
-                }
-                changed.sort();
-                changed.dedup();
                 *self.owners.lock().unwrap() = snap
                     .iter()
                     .map(|(id, (uid, _))| (id.clone(), uid.clone()))

@@ -67,6 +67,9 @@ pub struct SyncContext {
     /// Container exits containerd's event stream reported before CRI shows them (filled by the
     /// PLEG, read through [`super::runtime::PodRuntimeStatus::observe`]).
     pub exits: crate::pleg::RecordedExits,
+    /// The runtime state each worker last synced against with nothing left to do (read by the
+    /// PLEG's relist, which then wakes a worker only for a change it has not seen).
+    pub synced: crate::pleg::SyncedStates,
     /// The user namespace ranges of pods with `hostUsers: false`.
     pub userns: crate::userns::UserNamespaceManager,
 }

@@ -90,14 +90,45 @@ impl PodWorker {
         for (k, v) in &actions.waiting {
             self.waiting.insert(k.clone(), v.clone());
         }
-        if actions.changes_nothing() && result.is_ok() {
+        let after = if actions.changes_nothing() && result.is_ok() {
             // nothing was done: the state read at the start is the state to report (one runtime
             // read per sync instead of two)
             self.write_status_for(pod, &rt, actions.pod_done);
+            Some(rt)
         } else {
-            self.write_status(pod, actions.pod_done).await;
-        }
+            self.write_status_read(pod, actions.pod_done).await
+        };
+        self.note_synced(
+            pod,
+            after.as_ref().filter(|_| result.is_ok()),
+            actions.pod_done,
+        );
         result.map(|_| next)
+    }
+
+    /// Tells the PLEG's relist what this sync leaves behind ([`crate::pleg::synced`]): the
+    /// runtime state `rt` read at its end when that state leaves the worker nothing to do (no
+    /// sandbox, start or kill), so the relist does not wake the worker for its own sandbox and
+    /// container starts; otherwise (a failed sync or read, a finished pod, more to do) nothing,
+    /// and the next change the relist finds wakes the worker.
+    fn note_synced(&self, pod: &Pod, rt: Option<&PodRuntimeStatus>, terminal: bool) {
+        let uid = super::uid(pod);
+        let settled = rt.filter(|_| !terminal && self.terminal_override.is_none());
+        match settled {
+            Some(rt)
+                if compute_pod_actions(
+                    pod,
+                    rt,
+                    &self.probes.results,
+                    &self.crash_backoff,
+                    self.ctx.clock.now(),
+                )
+                .changes_nothing() =>
+            {
+                self.ctx.synced.record(uid, rt)
+            }
+            _ => self.ctx.synced.forget(uid),
+        }
     }
 
     /// The runtime's state of `pod` for a sync. A new worker's first sync starts from the PLEG's
@@ -157,21 +188,36 @@ impl PodWorker {
         }
     }
 
+    /// [`Self::write_status`], returning the runtime state the status was made from (`None`
+    /// when the read failed, or for a pod refused at admission, whose status reads nothing).
+    async fn write_status_read(&mut self, pod: &Pod, terminal: bool) -> Option<PodRuntimeStatus> {
+        if self.terminal_override.as_ref().is_some_and(|o| o.rejected) {
+            self.write_status(pod, terminal).await;
+            return None;
+        }
+        let rt = self.read_runtime_for_status(pod).await?;
+        self.write_status_for(pod, &rt, terminal);
+        Some(rt)
+    }
+
+    /// Reads the pod's runtime state for its status; `None` (logged) when the read fails.
+    async fn read_runtime_for_status(&self, pod: &Pod) -> Option<PodRuntimeStatus> {
+        match PodRuntimeStatus::observe(&self.ctx.cri, &self.ctx.exits, super::uid(pod)).await {
+            Ok(rt) => Some(rt),
+            Err(e) => {
+                log_runtime_read_failure(&e, "reading pod state for status failed");
+                None
+            }
+        }
+    }
+
     /// Reads the runtime and returns the status to write (see [`Self::status_to_write`]), after
     /// reconciling the probe tasks with the running containers.
     async fn observe_status(&mut self, pod: &Pod, terminal: bool) -> Option<(Pod, PodStatus)> {
         if self.terminal_override.as_ref().is_some_and(|o| o.rejected) {
             return self.status_to_write(pod, &PodRuntimeStatus::default(), terminal);
         }
-        let rt = match PodRuntimeStatus::observe(&self.ctx.cri, &self.ctx.exits, super::uid(pod))
-            .await
-        {
-            Ok(rt) => rt,
-            Err(e) => {
-                log_runtime_read_failure(&e, "reading pod state for status failed");
-                return None;
-            }
-        };
+        let rt = self.read_runtime_for_status(pod).await?;
         self.status_for(pod, &rt, terminal)
     }
 

@@ -118,6 +118,7 @@ impl PodWorkers {
             self.last_worker_forgotten = Instant::now();
         }
         self.states.remove(uid);
+        self.ctx.synced.forget(uid);
         self.ctx.allocation.remove_pod(uid);
         self.pending_resizes.remove(uid);
     }

@@ -245,6 +245,7 @@ impl Harness {
             node: tokio::sync::watch::channel(Some(Arc::new(node_object()))).1,
             allocation: deckhand::allocation::AllocationManager::load(Some(&dir.join("root"))),
             exits: exits.clone(),
+            synced: deckhand::pleg::SyncedStates::default(),
             userns: deckhand::userns::UserNamespaceManager::new(
                 &dir.join("root"),
                 deckhand::userns::IDS_PER_POD_UNIT,
@@ -257,6 +258,7 @@ impl Harness {
             .unwrap(),
         });
         let cri = ctx.cri.clone();
+        let synced = ctx.synced.clone();
         let (pods, pods_rx) = mpsc::channel(16);
         let (pleg, pleg_rx) = mpsc::channel(16);
         let (commands, commands_rx) = mpsc::channel(1);
@@ -277,6 +279,7 @@ impl Harness {
                 pleg.clone(),
             )
             .with_exits(exits.clone())
+            .with_synced_states(synced)
             .with_event_source(source, runtime_name);
             let c = cancel.clone();
             tokio::spawn(async move { pleg.run(c).await });

@@ -112,3 +112,64 @@ async fn a_pod_the_relist_shows_is_read_from_the_runtime_and_adopted() {
     assert_eq!(h.phase("kept").as_deref(), Some("Running"));
     h.stop().await;
 }
+
+/// A harness whose only news of the runtime is the relist (containerd's stream cannot be had
+/// here and no CRI stream is followed), after its first relist.
+async fn relist_only() -> Harness {
+    let h = Harness::start_with_pleg_on(
+        fake_runtime(),
+        EventSource::Containerd,
+        RELIST,
+        "containerd",
+    )
+    .await;
+    eventually(Duration::from_secs(5), "a relist", || {
+        (h.runtime.count("ListContainers") > 0).then_some(())
+    })
+    .await;
+    h
+}
+
+/// The relist finds the pod's new sandbox and container, which the worker made itself and read
+/// back for its status: it wakes nobody, so the pod is read from the runtime no more after it
+/// runs (the Go kubelet's pod worker reads the relist's pod cache instead).
+#[tokio::test(start_paused = true)]
+async fn the_relist_does_not_wake_a_worker_for_its_own_start() {
+    let h = relist_only().await;
+    let p = pod("own", "Always", json!({}));
+    run(&h, &p).await;
+    // the worker's read after the start may still be in flight when Running is written
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let lists = h.runtime.pod_lists("uid-own").len();
+    let statuses = h.runtime.count("ContainerStatus");
+    tokio::time::sleep(5 * RELIST).await;
+    assert!(
+        h.runtime.count("ListContainers") >= 5,
+        "the relist kept running"
+    );
+    assert_eq!(
+        h.runtime.pod_lists("uid-own").len(),
+        lists,
+        "no runtime read of the pod after it runs: {:?}",
+        h.runtime.calls()
+    );
+    assert_eq!(h.runtime.count("ContainerStatus"), statuses);
+    h.stop().await;
+}
+
+/// The control: a change the worker has not seen (the container exits, and no event stream
+/// tells) still wakes it from the relist, and the container is restarted.
+#[tokio::test(start_paused = true)]
+async fn the_relist_wakes_a_worker_for_a_change_it_has_not_seen() {
+    let h = relist_only().await;
+    let p = pod("unseen", "Always", json!({}));
+    run(&h, &p).await;
+    tokio::time::sleep(2 * RELIST).await;
+    let c = h.runtime.running("main").expect("the container runs");
+    h.runtime.exit(&c.id, 1);
+    eventually(Duration::from_secs(30), "the container restarted", || {
+        (h.runtime.count("StartContainer") == 2).then_some(())
+    })
+    .await;
+    h.stop().await;
+}

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds etcd, kube-apiserver, kube-controller-manager, kubectl, kube-proxy (and, for benchmarks,
 # kubelet and kube-scheduler; for hack/conformance.sh, the upstream conformance suite e2e.test, the
-# ginkgo CLI that runs it, and the agnhost, nonewprivs and sample-apiserver binaries its images carry)
-# from the Kubernetes Go modules at the version pinned in hack/versions.env.
+# ginkgo CLI that runs it, and the agnhost, nonewprivs and sample-apiserver binaries its images carry;
+# for a kubeadm cluster whose kubelets are deckhand (issue 16), kubeadm, whose control-plane images
+# hack/images/build-control-plane-images.sh builds) from the Kubernetes Go modules at the version
+# pinned in hack/versions.env.
 #
 # `go install k8s.io/kubernetes/cmd/...@vX` refuses modules with replace directives, so we
 # generate a small module of our own (under _output/k8s-build) that requires k8s.io/kubernetes and
@@ -32,6 +34,7 @@ declare -A pkg=(
   [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
   [kubelet]=k8s.io/kubernetes/cmd/kubelet
   [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [kubeadm]=k8s.io/kubernetes/cmd/kubeadm
   # conformance (hack/conformance.sh): e2e.test is a test binary (go test -c)
   [e2e.test]=k8s.io/kubernetes/test/e2e
   [ginkgo]=github.com/onsi/ginkgo/v2/ginkgo
@@ -86,6 +89,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubeadm"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 

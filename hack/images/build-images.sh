@@ -27,6 +27,11 @@
 # set, to the password-protected registry:
 #   private/busybox:latest
 #
+# CONTROL_PLANE_IMAGES=1 then also runs hack/images/build-control-plane-images.sh: kube-apiserver,
+# kube-controller-manager, kube-scheduler and etcd, and every tag `kubeadm config images list` names
+# (pause:3.10.2, coredns:<v>), for a kubeadm cluster (issue 16). Off by default: hack/local-up.sh's
+# single node needs none of them.
+#
 # Fast path: the OCI layout in _output/images/oci is rebuilt only when its inputs change (this
 # script, pause.c and the binaries copied in); a tag is pushed only when the registry does not
 # already hold exactly the manifest the layout has.
@@ -45,6 +50,8 @@ CURL_BIN=${CURL_BIN:-/usr/bin/curl}
 COREDNS_BIN=${COREDNS_BIN:-$ROOT/_output/bin/coredns}
 # WITH_COREDNS=0: no coredns image (hack/local-up.sh with LOCAL_UP_DNS=0; no CoreDNS binary needed)
 WITH_COREDNS=${WITH_COREDNS:-1}
+# CONTROL_PLANE_IMAGES=1: the kubeadm control-plane images too (hack/images/build-control-plane-images.sh)
+CONTROL_PLANE_IMAGES=${CONTROL_PLANE_IMAGES:-0}
 WORK="$ROOT/_output/images"
 LAYOUT="$WORK/oci"
 BUSYBOX_BIN=${BUSYBOX_BIN:-/bin/busybox}
@@ -66,6 +73,9 @@ if [ "$WITH_COREDNS" = 1 ]; then
   if readelf -l "$COREDNS_BIN" | grep -q 'program interpreter'; then
     die "$COREDNS_BIN is dynamically linked; the image has no libc (build it with CGO_ENABLED=0)"
   fi
+fi
+if [ "$CONTROL_PLANE_IMAGES" = 1 ] && [ "$WITH_COREDNS" != 1 ]; then
+  die "CONTROL_PLANE_IMAGES=1 needs the coredns image (WITH_COREDNS=1): kubeadm deploys CoreDNS"
 fi
 if readelf -l "$BUSYBOX_BIN" | grep -q 'program interpreter'; then
   die "$BUSYBOX_BIN is dynamically linked; the image needs busybox-static's binary"
@@ -297,4 +307,9 @@ if [ "$pushed" = 0 ]; then
   log "registry $REGISTRY already has every tag (busybox $(layout_digest busybox | cut -c8-19), pause $(layout_digest pause | cut -c8-19)$([ "$WITH_COREDNS" = 1 ] && echo ", coredns $(layout_digest coredns | cut -c8-19)"))"
 else
   log "pushed $pushed tag(s) to $REGISTRY"
+fi
+
+if [ "$CONTROL_PLANE_IMAGES" = 1 ]; then
+  force=(); [ "$FORCE" = 1 ] && force=(--force)
+  REGISTRY=$REGISTRY "$HERE/build-control-plane-images.sh" ${force[@]+"${force[@]}"}
 fi

@@ -20,10 +20,16 @@ use std::time::Duration;
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "deckhand",
-    version,
+    disable_version_flag = true,
     about = "A Kubernetes node agent (kubelet) driving containerd through CRI"
 )]
 pub struct Flags {
+    /// `--version` (or `--version=true`) prints `Kubernetes <version>` and quits, as the Go
+    /// kubelet does (component-base `verflag`); kubeadm's preflight runs `kubelet --version`
+    /// and parses that line. `--version=raw` prints the version fields, `false` nothing.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_name = "true|raw")]
+    pub version: Option<String>,
     /// Path to a kubeconfig with this node's credentials. Without it, in-cluster or default
     /// kubeconfig discovery applies.
     #[arg(long)]
@@ -321,6 +327,35 @@ pub struct Flags {
     /// Subcommand (maintenance tools); none runs the node agent.
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// What `--version=<value>` prints (`None`: nothing, carry on), as component-base's `verflag`
+/// does for the Go kubelet: `true` prints `Kubernetes <version>` (here [`crate::kubelet_version`],
+/// e.g. `Kubernetes v1.36.3-deckhand.0.1.0`, which kubeadm's `GetKubeletVersion` parses), `raw`
+/// the version fields in Go's `%#v` layout, `false` nothing. Go's `--version=vX.Y.Z` (report
+/// another version) is refused: deckhand reports only its own.
+pub fn version_text(value: &str) -> Result<Option<String>, String> {
+    let version = crate::kubelet_version();
+    match value {
+        "true" => Ok(Some(format!("Kubernetes {version}"))),
+        "false" => Ok(None),
+        "raw" => {
+            let mut parts = crate::KUBE_VERSION.trim_start_matches('v').split('.');
+            let (major, minor) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            Ok(Some(format!(
+                "version.Info{{Major:\"{major}\", Minor:\"{minor}\", GitVersion:\"{version}\", Platform:\"{}/{}\"}}",
+                std::env::consts::OS,
+                match std::env::consts::ARCH {
+                    "x86_64" => "amd64",
+                    "aarch64" => "arm64",
+                    other => other,
+                }
+            )))
+        }
+        other => Err(format!(
+            "invalid value {other:?} for --version: true, false or raw (deckhand reports only its own version)"
+        )),
+    }
 }
 
 /// Maintenance subcommands.
@@ -703,5 +738,47 @@ mod tests {
             assert!(help.contains(want), "{want} missing from\n{help}");
         }
         cmd.clone().debug_assert();
+    }
+
+    #[test]
+    fn version_prints_what_kubeadm_parses() {
+        let v = crate::kubelet_version();
+        let cases: &[(&str, Result<Option<String>, ()>)] = &[
+            ("true", Ok(Some(format!("Kubernetes {v}")))),
+            ("false", Ok(None)),
+            ("v1.30.0", Err(())),
+            ("yes", Err(())),
+        ];
+        for (value, want) in cases {
+            assert_eq!(&version_text(value).map_err(|_| ()), want, "{value}");
+        }
+        let raw = version_text("raw").unwrap().unwrap();
+        assert!(
+            raw.starts_with("version.Info{Major:\"1\", Minor:\"36\""),
+            "{raw}"
+        );
+        assert!(raw.contains(&format!("GitVersion:\"{v}\"")), "{raw}");
+        // kubeadm's preflight (cmd/kubeadm/app/preflight/utils.go GetKubeletVersion) takes the
+        // line `Kubernetes v<semver>`; its pre-release part is deckhand's own version
+        let line = format!("Kubernetes {v}");
+        let semver = line.strip_prefix("Kubernetes v").unwrap();
+        let (core, pre) = semver.split_once('-').unwrap();
+        assert_eq!(core.split('.').count(), 3);
+        assert!(core.split('.').all(|n| n.parse::<u32>().is_ok()), "{core}");
+        assert!(
+            pre.chars().all(|c| c.is_ascii_alphanumeric() || c == '.'),
+            "{pre}"
+        );
+        for args in [
+            &["deckhand", "--version"][..],
+            &["deckhand", "--version=raw"],
+        ] {
+            let f = Flags::try_parse_from(args).unwrap();
+            assert!(f.version.is_some(), "{args:?}");
+        }
+        assert!(Flags::try_parse_from(["deckhand"])
+            .unwrap()
+            .version
+            .is_none());
     }
 }

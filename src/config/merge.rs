@@ -51,11 +51,19 @@ pub fn merge(
 }
 
 /// Parses the command line (clap exits with its usage message on an unknown or malformed flag,
-/// and for `--help`/`--version`), reads the `--config` file, and [`merge`]s them.
+/// and for `--help`; `--version` prints [`super::flags::version_text`] and exits), reads the
+/// `--config` file, and [`merge`]s them.
 ///
 /// Errors: [`ConfigError`].
 pub fn load() -> Result<Loaded, ConfigError> {
-    from_matches(&Flags::command_with_defaults().get_matches())
+    let matches = Flags::command_with_defaults().get_matches();
+    if let Some(v) = matches.get_one::<String>("version") {
+        if let Some(text) = super::flags::version_text(v).map_err(ConfigError::Invalid)? {
+            println!("{text}");
+            std::process::exit(0);
+        }
+    }
+    from_matches(&matches)
 }
 
 /// [`load`] on already parsed arguments (of [`Flags::command_with_defaults`]).

@@ -19,6 +19,7 @@ pub mod mirror;
 pub mod reasons;
 mod resize;
 pub mod runtime;
+pub mod security;
 pub mod spec;
 pub mod startup_latency;
 pub mod states;

@@ -9,6 +9,8 @@ use crate::resource;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use std::collections::HashMap;
 
+pub use super::security::{apparmor_profile, seccomp_profile, verify_run_as_non_root, ImageUser};
+
 /// Default `terminationGracePeriodSeconds` when the spec has none (API default, 30 s).
 pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
 /// Default `terminationMessagePath`.
@@ -280,114 +282,6 @@ pub fn idmapped_mounts(
     out
 }
 
-/// The user an image runs as, from CRI ImageStatus (k/k `kuberuntime/helpers.go` getImageUser).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum ImageUser {
-    /// No user in the image config: root.
-    #[default]
-    Root,
-    /// A numeric uid.
-    Uid(i64),
-    /// A non-numeric user name.
-    Name(String),
-}
-
-/// Refuses a container whose effective `runAsNonRoot` cannot hold (k/k
-/// `kuberuntime/security_context_others.go` verifyRunAsNonRoot), with the Go kubelet's messages.
-pub fn verify_run_as_non_root(
-    pod: &Pod,
-    c: &Container,
-    image_user: &ImageUser,
-) -> Result<(), SpecError> {
-    let psc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
-    let csc = c.security_context.as_ref();
-    let non_root = csc
-        .and_then(|s| s.run_as_non_root)
-        .or_else(|| psc.and_then(|s| s.run_as_non_root))
-        .unwrap_or(false);
-    if !non_root {
-        return Ok(());
-    }
-    let p = super::format_pod(pod);
-    let n = &c.name;
-    if let Some(uid) = csc
-        .and_then(|s| s.run_as_user)
-        .or_else(|| psc.and_then(|s| s.run_as_user))
-    {
-        if uid == 0 {
-            return Err(SpecError::Security(format!(
-                "container's runAsUser breaks non-root policy (pod: {p:?}, container: {n})"
-            )));
-        }
-        return Ok(());
-    }
-    match image_user {
-        ImageUser::Name(u) => Err(SpecError::Security(format!(
-            "container has runAsNonRoot and image has non-numeric user ({u}), cannot verify user is non-root (pod: {p:?}, container: {n})"
-        ))),
-        ImageUser::Root | ImageUser::Uid(0) => Err(SpecError::Security(format!(
-            "container has runAsNonRoot and image will run as root (pod: {p:?}, container: {n})"
-        ))),
-        ImageUser::Uid(u) if *u < 0 || *u > i32::MAX as i64 => Err(SpecError::Security(format!(
-            "container has runAsNonRoot and image has an invalid user id ({u}). (Must be 1-({})): must be between 0 and 2147483647, inclusive (pod: {p:?}, container: {n})",
-            i32::MAX
-        ))),
-        ImageUser::Uid(_) => Ok(()),
-    }
-}
-
-/// Converts a seccomp profile (container's, else pod's) to CRI (k/k `kuberuntime/helpers.go`
-/// getSeccompProfile with `seccompDefault: false`): none or `Unconfined` → unconfined,
-/// `RuntimeDefault` → runtime default, `Localhost` → the file under `<root-dir>/seccomp`.
-pub fn seccomp_profile(
-    pod_sc: Option<&k8s_openapi::api::core::v1::SeccompProfile>,
-    container_sc: Option<&k8s_openapi::api::core::v1::SeccompProfile>,
-    seccomp_root: &str,
-) -> api::SecurityProfile {
-    use api::security_profile::ProfileType;
-    match container_sc.or(pod_sc) {
-        Some(p) if p.type_ == "RuntimeDefault" => api::SecurityProfile {
-            profile_type: ProfileType::RuntimeDefault as i32,
-            localhost_ref: String::new(),
-        },
-        Some(p) if p.type_ == "Localhost" => api::SecurityProfile {
-            profile_type: ProfileType::Localhost as i32,
-            localhost_ref: format!(
-                "{}/{}",
-                seccomp_root.trim_end_matches('/'),
-                p.localhost_profile.clone().unwrap_or_default()
-            ),
-        },
-        _ => api::SecurityProfile {
-            profile_type: ProfileType::Unconfined as i32,
-            localhost_ref: String::new(),
-        },
-    }
-}
-
-/// Converts an AppArmor profile (container's, else pod's) to CRI; None when neither sets one
-/// (the runtime's default applies).
-pub fn apparmor_profile(
-    pod_p: Option<&k8s_openapi::api::core::v1::AppArmorProfile>,
-    container_p: Option<&k8s_openapi::api::core::v1::AppArmorProfile>,
-) -> Option<api::SecurityProfile> {
-    use api::security_profile::ProfileType;
-    container_p.or(pod_p).map(|p| match p.type_.as_str() {
-        "RuntimeDefault" => api::SecurityProfile {
-            profile_type: ProfileType::RuntimeDefault as i32,
-            localhost_ref: String::new(),
-        },
-        "Localhost" => api::SecurityProfile {
-            profile_type: ProfileType::Localhost as i32,
-            localhost_ref: p.localhost_profile.clone().unwrap_or_default(),
-        },
-        _ => api::SecurityProfile {
-            profile_type: ProfileType::Unconfined as i32,
-            localhost_ref: String::new(),
-        },
-    })
-}
-
 /// Builds the `ContainerConfig` for container `name` of `pod`.
 ///
 /// Errors: [`SpecError`] for a spec deckhand cannot honour; the caller reports it as
@@ -612,13 +506,13 @@ pub fn linux_resources(c: &Container) -> api::LinuxContainerResources {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{EnvVar, PodSpec, ResourceRequirements};
 
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-    fn pod_with(c: Container) -> Pod {
+    pub(in crate::pod) fn pod_with(c: Container) -> Pod {
         let mut p = Pod::default();
         p.metadata.name = Some("web".into());
         p.metadata.namespace = Some("default".into());
@@ -744,96 +638,6 @@ mod tests {
             let want = if mapped { own.gids.clone() } else { vec![] };
             assert_eq!(out[0].gid_mappings, want, "{u:?}");
         }
-    }
-
-    #[test]
-    fn run_as_non_root_is_verified_against_the_image_user() {
-        use k8s_openapi::api::core::v1::SecurityContext;
-        let mut c = Container {
-            name: "app".into(),
-            image: Some("busybox".into()),
-            security_context: Some(SecurityContext {
-                run_as_non_root: Some(true),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let mut p = pod_with(c.clone());
-        p.metadata.uid = Some("u1".into());
-        let e = verify_run_as_non_root(&p, &c, &ImageUser::Root).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "container has runAsNonRoot and image will run as root (pod: \"web_default(u1)\", container: app)"
-        );
-        assert!(verify_run_as_non_root(&p, &c, &ImageUser::Uid(1000)).is_ok());
-        let e = verify_run_as_non_root(&p, &c, &ImageUser::Name("nobody".into())).unwrap_err();
-        assert!(e
-            .to_string()
-            .contains("image has non-numeric user (nobody)"));
-        c.security_context.as_mut().unwrap().run_as_user = Some(0);
-        let e = verify_run_as_non_root(&p, &c, &ImageUser::Uid(1000)).unwrap_err();
-        assert!(e
-            .to_string()
-            .starts_with("container's runAsUser breaks non-root policy"));
-        c.security_context.as_mut().unwrap().run_as_user = Some(1000);
-        assert!(verify_run_as_non_root(&p, &c, &ImageUser::Root).is_ok());
-        // the pod-level setting applies when the container says nothing
-        let c2 = Container {
-            name: "app".into(),
-            image: Some("busybox".into()),
-            ..Default::default()
-        };
-        let mut p2 = pod_with(c2.clone());
-        p2.spec.as_mut().unwrap().security_context =
-            Some(k8s_openapi::api::core::v1::PodSecurityContext {
-                run_as_non_root: Some(true),
-                fs_group: Some(2000),
-                supplemental_groups: Some(vec![3000]),
-                ..Default::default()
-            });
-        assert!(verify_run_as_non_root(&p2, &c2, &ImageUser::Uid(0)).is_err());
-        let inp = ContainerRuntimeInputs {
-            image_user: ImageUser::Uid(1234),
-            ..Default::default()
-        };
-        p2.spec
-            .as_mut()
-            .unwrap()
-            .security_context
-            .as_mut()
-            .unwrap()
-            .run_as_non_root = None;
-        let cfg = container_config(&p2, "app", &inp).unwrap();
-        let sc = cfg.linux.unwrap().security_context.unwrap();
-        assert_eq!(sc.run_as_user, Some(api::Int64Value { value: 1234 }));
-        assert_eq!(sc.supplemental_groups, vec![2000, 3000]);
-        assert_eq!(
-            sc.seccomp.unwrap().profile_type,
-            api::security_profile::ProfileType::Unconfined as i32
-        );
-    }
-
-    #[test]
-    fn seccomp_profiles_convert_container_over_pod() {
-        use k8s_openapi::api::core::v1::SeccompProfile;
-        let rd = SeccompProfile {
-            type_: "RuntimeDefault".into(),
-            localhost_profile: None,
-        };
-        let lh = SeccompProfile {
-            type_: "Localhost".into(),
-            localhost_profile: Some("profiles/audit.json".into()),
-        };
-        let p = seccomp_profile(Some(&rd), Some(&lh), "/var/lib/kubelet/seccomp");
-        assert_eq!(
-            p.localhost_ref,
-            "/var/lib/kubelet/seccomp/profiles/audit.json"
-        );
-        let p = seccomp_profile(Some(&rd), None, "/x");
-        assert_eq!(
-            p.profile_type,
-            api::security_profile::ProfileType::RuntimeDefault as i32
-        );
     }
 
     #[test]

@@ -637,7 +637,7 @@ async fn raw_pod(cri_client: &CriClient, ns: &str, name: &str) -> (String, Durat
     };
     let t0 = Instant::now();
     let id = cri_client
-        .run_pod_sandbox(sandbox.clone())
+        .run_pod_sandbox(sandbox.clone(), "")
         .await
         .unwrap_or_else(|e| panic!("RunPodSandbox: {e}"));
     let config = cri::ContainerConfig {

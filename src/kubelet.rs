@@ -360,6 +360,11 @@ impl Kubelet {
             allocation: crate::allocation::AllocationManager::load(Some(&flags.root_dir)),
             exits: crate::pleg::RecordedExits::default(),
             synced: crate::pleg::SyncedStates::default(),
+            runtime_classes: if standalone {
+                crate::runtimeclass::RuntimeClassManager::standalone()
+            } else {
+                crate::runtimeclass::RuntimeClassManager::new(client.clone())
+            },
             // k/k MakeUserNsManager: ranges that cannot work stop the kubelet at start-up
             userns: crate::userns::UserNamespaceManager::from_config(
                 &flags.root_dir,

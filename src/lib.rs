@@ -44,6 +44,7 @@ pub mod pod;
 pub mod prober;
 pub mod quantity;
 pub mod resource;
+pub mod runtimeclass;
 pub mod scheduler;
 pub mod server;
 pub mod source;

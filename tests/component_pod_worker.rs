@@ -22,6 +22,8 @@ mod image_volume;
 mod pod_cache;
 #[path = "component_pod_worker/resize.rs"]
 mod resize;
+#[path = "component_pod_worker/runtime_class.rs"]
+mod runtime_class;
 #[path = "component_pod_worker/userns.rs"]
 mod userns;
 

@@ -742,3 +742,61 @@ async fn a_pod_asking_for_an_extended_resource_on_the_node_runs() {
         .expect("removing the extended resource");
     ns.delete().await;
 }
+
+/// RuntimeClass: a pod that names one gets its sandbox from the RuntimeClass's handler. `runc`
+/// (the handler the harness's containerd config defines) runs; a handler containerd does not have
+/// leaves the pod `ContainerCreating` with the Go kubelet's `FailedCreatePodSandBox` warning
+/// carrying containerd's refusal, which shows the handler reached `RunPodSandbox`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runtime_class_handler_reaches_the_runtime() {
+    use k8s_openapi::api::node::v1::RuntimeClass;
+    let client = client().await;
+    let ns = TestNs::new(&client, "runtimeclass").await;
+    let rcs: Api<RuntimeClass> = Api::all(client.clone());
+    let runc = format!("{}-runc", ns.name);
+    let absent = format!("{}-absent", ns.name);
+    for (name, handler) in [(&runc, "runc"), (&absent, "deckhand-e2e-absent")] {
+        let rc: RuntimeClass = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name}, "handler": handler,
+        }))
+        .unwrap();
+        rcs.create(&PostParams::default(), &rc).await.unwrap();
+    }
+    let pod = |name: &str, class: &str| {
+        pod_from(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {
+                "nodeName": env().node_name(),
+                "runtimeClassName": class,
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "main", "image": "busybox",
+                                "command": ["sh", "-c", "exec sleep 3600"]}],
+            }
+        }))
+    };
+    ns.create_pod(&pod("with-runc", &runc)).await;
+    ns.create_pod(&pod("with-absent", &absent)).await;
+    let running = wait_running(&ns.pods(), "with-runc").await;
+    let sandboxes = sandboxes_of(&uid(&running));
+    assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+    let listed = crictl(&["pods", "--id", &sandboxes[0], "-o", "json"]);
+    assert!(
+        listed.contains(r#""runtimeHandler": "runc""#),
+        "the sandbox was made with handler runc: {listed}"
+    );
+    let events = wait_event_containing(
+        &ns.name,
+        "with-absent",
+        r#"no runtime for "deckhand-e2e-absent" is configured"#,
+    )
+    .await;
+    assert!(events.contains("FailedCreatePodSandBox"), "{events}");
+    let p = ns.pods().get("with-absent").await.unwrap();
+    assert_eq!(phase(&p), "Pending");
+    assert_eq!(waiting_reason(&p, "main"), Some("ContainerCreating"));
+    assert!(sandboxes_of(&uid(&p)).is_empty());
+    ns.delete().await;
+    for name in [&runc, &absent] {
+        let _ = rcs.delete(name, &Default::default()).await;
+    }
+}

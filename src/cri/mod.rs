@@ -207,7 +207,11 @@ impl CriClient {
     }
 
     /// `RunPodSandbox`: returns the new sandbox id.
-    pub async fn run_pod_sandbox(&self, config: api::PodSandboxConfig) -> Result<String> {
+    pub async fn run_pod_sandbox(
+        &self,
+        config: api::PodSandboxConfig,
+        runtime_handler: &str,
+    ) -> Result<String> {
         let id = config
             .metadata
             .as_ref()
@@ -221,7 +225,7 @@ impl CriClient {
             id,
             api::RunPodSandboxRequest {
                 config: Some(config),
-                runtime_handler: String::new()
+                runtime_handler: runtime_handler.to_string()
             },
             self.timeout
         )?;

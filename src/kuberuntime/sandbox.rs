@@ -46,7 +46,30 @@ pub async fn create_sandbox(
     };
     let parent = crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver)
         .map_err(|e| cgroup_failed(e, "naming"))?;
-    let userns = match pod_user_namespace(ctx, pod).await {
+    // k/k createPodSandbox / namespacesForPod: the RuntimeClass's handler, before the config
+    let runtime_class = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.runtime_class_name.as_deref());
+    let handler = match ctx
+        .runtime_classes
+        .lookup_runtime_handler(runtime_class)
+        .await
+    {
+        Ok(h) => h,
+        Err(e) => {
+            return Err(sandbox_failed(
+                ctx,
+                pod,
+                &e.to_string(),
+                "look up the runtime handler",
+            ))
+        }
+    };
+    if !handler.is_empty() {
+        tracing::debug!(runtime_handler = %handler, "running pod with runtime handler");
+    }
+    let userns = match pod_user_namespace(ctx, pod, &handler).await {
         Ok(u) => u,
         // k/k: the sandbox config cannot be made; SyncPod records the error as is
         Err(e) => {
@@ -74,7 +97,7 @@ pub async fn create_sandbox(
     if let Err(e) = tokio::fs::create_dir_all(&log_dir).await {
         tracing::warn!(dir = %log_dir, error = %e, "creating pod log directory failed");
     }
-    let id = match ctx.cri.run_pod_sandbox(config.clone()).await {
+    let id = match ctx.cri.run_pod_sandbox(config.clone(), &handler).await {
         Ok(id) => id,
         Err(e) => {
             return Err(sandbox_failed(
@@ -122,17 +145,19 @@ fn sandbox_failed(ctx: &SyncContext, pod: &Pod, message: &str, what: &str) -> Sy
 
 /// The user namespace option of `pod`'s sandbox and containers ([`crate::userns`], k/k
 /// `GetOrCreateUserNamespaceMappings`): the host's unless the pod sets `hostUsers: false`; then
-/// its own range, once the runtime's `Status` says the default handler supports user namespaces.
+/// its own range, once the runtime's `Status` says the pod's runtime handler (`handler`, empty
+/// for the default) supports user namespaces.
 pub async fn pod_user_namespace(
     ctx: &SyncContext,
     pod: &Pod,
+    handler: &str,
 ) -> Result<crate::cri::api::UserNamespace, crate::userns::UsernsError> {
     use crate::userns;
     if !userns::wants_user_namespace(pod) {
         return Ok(userns::node_user_namespace());
     }
     let support = match ctx.cri.status().await {
-        Ok(st) => userns::handler_supports_user_namespaces(&st.runtime_handlers, ""),
+        Ok(st) => userns::handler_supports_user_namespaces(&st.runtime_handlers, handler),
         Err(e) => Err(e.user_message()),
     };
     if let Some(e) = userns::unsupported(support) {

@@ -70,6 +70,8 @@ pub struct SyncContext {
     /// The runtime state each worker last synced against with nothing left to do (read by the
     /// PLEG's relist, which then wakes a worker only for a change it has not seen).
     pub synced: crate::pleg::SyncedStates,
+    /// Runtime handlers by RuntimeClass name, for the sandboxes of pods that name one.
+    pub runtime_classes: crate::runtimeclass::RuntimeClassManager,
     /// The user namespace ranges of pods with `hostUsers: false`.
     pub userns: crate::userns::UserNamespaceManager,
 }

@@ -30,6 +30,8 @@ pub(crate) struct ApiRecord {
     pub(crate) events: Vec<String>,
     /// ConfigMaps served by name (namespace ignored).
     pub(crate) configmaps: BTreeMap<String, Value>,
+    /// RuntimeClasses served by name.
+    pub(crate) runtime_classes: BTreeMap<String, Value>,
     /// The API server is away: every request fails to connect.
     pub(crate) down: bool,
 }
@@ -74,6 +76,28 @@ pub(crate) fn fake_api() -> (kube::Client, Arc<Mutex<ApiRecord>>) {
                 parts.get(5).copied().unwrap_or(""),
                 parts.get(6).copied().unwrap_or(""),
             );
+            let not_found = |what: &str| {
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                       "message": format!("{what} not found"), "reason": "NotFound", "code": 404})
+            };
+            if let Some(rc) = path.strip_prefix("/apis/node.k8s.io/v1/runtimeclasses/") {
+                let found = rec.lock().unwrap().runtime_classes.get(rc).cloned();
+                let (code, out) = match found {
+                    Some(v) if method == "GET" => (200, v),
+                    _ => (
+                        404,
+                        not_found(&format!("runtimeclasses.node.k8s.io {rc:?}")),
+                    ),
+                };
+                let resp = http::Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(http_body_util::Full::new(bytes::Bytes::from(
+                        serde_json::to_vec(&out).unwrap(),
+                    )))
+                    .unwrap();
+                return Ok::<_, tower::BoxError>(resp);
+            }
             let pod = |status: Value| {
                 json!({"apiVersion": "v1", "kind": "Pod",
                        "metadata": {"name": name, "namespace": ns}, "status": status})
@@ -246,6 +270,7 @@ impl Harness {
             allocation: deckhand::allocation::AllocationManager::load(Some(&dir.join("root"))),
             exits: exits.clone(),
             synced: deckhand::pleg::SyncedStates::default(),
+            runtime_classes: deckhand::runtimeclass::RuntimeClassManager::new(client.clone()),
             userns: deckhand::userns::UserNamespaceManager::new(
                 &dir.join("root"),
                 deckhand::userns::IDS_PER_POD_UNIT,

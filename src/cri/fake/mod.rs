@@ -39,7 +39,14 @@ pub struct FakeSandbox {
     pub created_at: i64,
     /// Pod IP.
     pub ip: String,
+    /// The runtime handler it was made with (empty: the default).
+    pub runtime_handler: String,
 }
+
+/// The runtime handlers the fake runtime has configured besides the default (the empty name),
+/// as a containerd config names `runc`; `RunPodSandbox` with another one fails with containerd's
+/// message.
+pub const FAKE_RUNTIME_HANDLERS: &[&str] = &["runc"];
 
 /// One container as the fake holds it.
 #[derive(Debug, Clone)]
@@ -389,8 +396,8 @@ mod tests {
         let fake = FakeRuntime::new();
         let cri = fake.client().await;
         assert_eq!(cri.version().await.unwrap().runtime_name, "fake");
-        let sb = cri.run_pod_sandbox(sandbox_config("u1")).await.unwrap();
-        cri.run_pod_sandbox(sandbox_config("u2")).await.unwrap();
+        let sb = cri.run_pod_sandbox(sandbox_config("u1"), "").await.unwrap();
+        cri.run_pod_sandbox(sandbox_config("u2"), "").await.unwrap();
         let mine = cri
             .list_pod_sandboxes(&[(super::super::labels::POD_UID, "u1")])
             .await
@@ -449,7 +456,7 @@ mod tests {
             .await
             .unwrap_err()
             .is_unimplemented());
-        let sb = cri.run_pod_sandbox(sandbox_config("u1")).await.unwrap();
+        let sb = cri.run_pod_sandbox(sandbox_config("u1"), "").await.unwrap();
         // containerd 2.x sends the headers with the first event: subscribe alongside the calls
         let sub = tokio::spawn({
             let cri = cri.clone();
@@ -502,7 +509,7 @@ mod tests {
         let fake = FakeRuntime::new();
         let cri = fake.client().await;
         fake.ignore_stop_signal("main");
-        let sb = cri.run_pod_sandbox(sandbox_config("u1")).await.unwrap();
+        let sb = cri.run_pod_sandbox(sandbox_config("u1"), "").await.unwrap();
         let cfg = api::ContainerConfig {
             metadata: Some(api::ContainerMetadata {
                 name: "main".into(),

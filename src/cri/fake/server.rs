@@ -50,7 +50,15 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         req: Request<api::RunPodSandboxRequest>,
     ) -> Result<Response<api::RunPodSandboxResponse>, Status> {
         self.enter("RunPodSandbox").await?;
-        let config = req.into_inner().config.unwrap_or_default();
+        let req = req.into_inner();
+        let config = req.config.unwrap_or_default();
+        let handler = req.runtime_handler;
+        if !handler.is_empty() && !super::FAKE_RUNTIME_HANDLERS.contains(&handler.as_str()) {
+            // containerd's words (pkg/cri/server/sandbox_run.go getSandboxRuntime)
+            return Err(Status::unknown(format!(
+                "failed to get sandbox runtime: no runtime for {handler:?} is configured"
+            )));
+        }
         let now = self.now_nanos();
         let id = self.with(|s| {
             let id = Self::next_id(s);
@@ -63,6 +71,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
                     ready: true,
                     created_at: now,
                     ip,
+                    runtime_handler: handler,
                 },
             );
             id
@@ -145,7 +154,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
                 created_at: sb.created_at,
                 labels: sb.config.labels.clone(),
                 annotations: sb.config.annotations.clone(),
-                runtime_handler: String::new(),
+                runtime_handler: sb.runtime_handler.clone(),
             })
             .collect();
         Ok(Response::new(api::ListPodSandboxResponse { items }))

@@ -45,6 +45,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HERE="$ROOT/hack/images"
 REGISTRY=${REGISTRY:-127.0.0.1:5000}
 . "$ROOT/hack/versions.env"
+. "$HERE/lib.sh"
 BIN="$ROOT/_output/bin"
 WORK="$ROOT/_output/images"
 LAYOUT="$WORK/cp-oci"
@@ -112,7 +113,7 @@ for r in $local_list; do add_ref "$r" "$REGISTRY"; done
 [ -n "$ETCD_TAG" ] || die "kubeadm named no etcd image"
 
 inputs_hash() {
-  { sha256sum "$HERE/build-control-plane-images.sh" "${COMPONENTS[@]/#/$BIN/}" | awk '{print $1}'
+  { sha256sum "$HERE/build-control-plane-images.sh" "$HERE/lib.sh" "${COMPONENTS[@]/#/$BIN/}" | awk '{print $1}'
     printf '%s\n' "$default_list" "$ARCH"; } | sha256sum | awk '{print $1}'
 }
 HASH=$(inputs_hash)
@@ -139,16 +140,7 @@ build_layout() {
   local R="$tmp/bundle-base/rootfs"
   mkdir -p "$R"/{etc,tmp,usr/local/bin}
   chmod 1777 "$R/tmp"
-  cat > "$R/etc/passwd" <<'EOF'
-root:x:0:0:root:/root:/sbin/nologin
-nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin
-nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
-EOF
-  cat > "$R/etc/group" <<'EOF'
-root:x:0:
-nobody:x:65534:
-nonroot:x:65532:
-EOF
+  write_nonroot_accounts "$R"
   umoci repack --image "$tmp/oci:base" "$tmp/bundle-base"
 
   for c in "${COMPONENTS[@]}"; do
@@ -169,21 +161,8 @@ EOF
   rm -rf "$tmp"; trap - EXIT
 }
 
-# digest of the manifest a tag points at in a layout
-layout_digest() { # layout name
-  jq -r --arg n "$2" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $n) | .digest' \
-    "$1/index.json"
-}
-
-# digest the registry serves for repo:tag (empty if absent)
-registry_digest() {
-  local repo=${1%:*} tag=${1##*:}
-  curl -sfI --max-time 5 \
-    -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-    "http://$REGISTRY/v2/$repo/manifests/$tag" 2>/dev/null |
-    tr -d '\r' | awk -F': ' 'tolower($1)=="docker-content-digest"{print $2}' || true
-}
+layout_digest() { oci_layout_digest "$1" "$2"; } # layout name
+registry_digest() { oci_registry_digest "$REGISTRY" "$1"; } # repo:tag
 
 mkdir -p "$WORK"
 curl -sf --max-time 5 "http://$REGISTRY/v2/" >/dev/null || die "registry http://$REGISTRY/v2/ does not answer"

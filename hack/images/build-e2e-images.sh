@@ -50,6 +50,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HERE="$ROOT/hack/images"
 REGISTRY=${REGISTRY:-127.0.0.1:5000}
 . "$ROOT/hack/versions.env"
+. "$HERE/lib.sh"
 export PATH=/usr/local/go/bin:$PATH
 BIN="$ROOT/_output/bin"
 WORK="$ROOT/_output/images"
@@ -124,7 +125,7 @@ for n in "${!IDS[@]}"; do
 done
 
 inputs_hash() {
-  { sha256sum "$HERE/build-e2e-images.sh" "$HERE/pause.c" "$HERE/sh.c" "$BUSYBOX_BIN" "$BASH_STATIC" "$NGINX_BIN" \
+  { sha256sum "$HERE/build-e2e-images.sh" "$HERE/lib.sh" "$HERE/pause.c" "$HERE/sh.c" "$BUSYBOX_BIN" "$BASH_STATIC" "$NGINX_BIN" \
       /usr/bin/curl /usr/bin/getent /usr/bin/nc.openbsd /usr/bin/bash "${DNSUTILS[@]}" "$BIN/agnhost" "$BIN/nonewprivs" \
       "$BIN/etcd" "$IMAGES_SRC"/agnhost/porter/localhost.* "$IMAGES_SRC"/kitten/html/* \
       "$IMAGES_SRC"/nautilus/html/* /etc/nginx/mime.types | awk '{print $1}'
@@ -311,18 +312,8 @@ EOF
   rm -rf "$tmp"; trap - EXIT
 }
 
-layout_digest() {
-  jq -r --arg n "$1" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $n) | .digest' \
-    "$LAYOUT/index.json"
-}
-registry_digest() {
-  local repo=${1%%:*} tag=${1##*:}
-  curl -sfI --max-time 5 \
-    -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-    "http://$REGISTRY/v2/$repo/manifests/$tag" 2>/dev/null |
-    tr -d '\r' | awk -F': ' 'tolower($1)=="docker-content-digest"{print $2}' || true
-}
+layout_digest() { oci_layout_digest "$LAYOUT" "$1"; }
+registry_digest() { oci_registry_digest "$REGISTRY" "$1"; }
 
 mkdir -p "$WORK"
 curl -sf --max-time 5 "http://$REGISTRY/v2/" >/dev/null || die "registry http://$REGISTRY/v2/ does not answer (hack/local-up.sh up)"

@@ -44,6 +44,7 @@ REGISTRY=${REGISTRY:-127.0.0.1:5000}
 AUTH_REGISTRY=${AUTH_REGISTRY:-}
 AUTH_CREDS_FILE=${AUTH_CREDS_FILE:-}
 . "$ROOT/hack/versions.env"
+. "$HERE/lib.sh"
 KUBE_PROXY_BIN=${KUBE_PROXY_BIN:-$ROOT/_output/bin/kube-proxy}
 XTABLES_BIN=${XTABLES_BIN:-/usr/sbin/xtables-nft-multi}
 CURL_BIN=${CURL_BIN:-/usr/bin/curl}
@@ -103,7 +104,7 @@ declare -A PUSH_AUTH=(
 XTABLES_DIR=/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/xtables
 
 inputs_hash() {
-  { sha256sum "$HERE/build-images.sh" "$HERE/pause.c" "$BUSYBOX_BIN" "$KUBE_PROXY_BIN" \
+  { sha256sum "$HERE/build-images.sh" "$HERE/lib.sh" "$HERE/pause.c" "$BUSYBOX_BIN" "$KUBE_PROXY_BIN" \
       "$XTABLES_BIN" "$CURL_BIN" | awk '{print $1}'
     if [ "$WITH_COREDNS" = 1 ]; then sha256sum "$COREDNS_BIN" | awk '{print $1}'; echo "coredns $COREDNS_VERSION"; fi
     echo "$ARCH"; } | sha256sum | awk '{print $1}'
@@ -205,16 +206,7 @@ EOF
     chmod 1777 "$R/tmp"
     cp "$COREDNS_BIN" "$R/coredns"
     chmod 0755 "$R/coredns"
-    cat > "$R/etc/passwd" <<'EOF'
-root:x:0:0:root:/root:/sbin/nologin
-nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin
-nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
-EOF
-    cat > "$R/etc/group" <<'EOF'
-root:x:0:
-nobody:x:65534:
-nonroot:x:65532:
-EOF
+    write_nonroot_accounts "$R"
     umoci repack --image "$tmp/oci:coredns" "$tmp/bundle-coredns"
     umoci config --image "$tmp/oci:coredns" --config.entrypoint /coredns \
       --config.exposedports 53/tcp --config.exposedports 53/udp \
@@ -237,20 +229,13 @@ EOF
 }
 
 # digest of the manifest a tag points at in the local layout
-layout_digest() {
-  jq -r --arg n "$1" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $n) | .digest' \
-    "$LAYOUT/index.json"
-}
+layout_digest() { oci_layout_digest "$LAYOUT" "$1"; }
 
-# digest the registry serves for repo:tag (empty if absent)
+# digest the registry (REGISTRY, or the protected one given as $2) serves for repo:tag
 registry_digest() {
-  local repo=${1%%:*} tag=${1##*:} reg=${2:-$REGISTRY} auth=()
+  local reg=${2:-$REGISTRY} auth=()
   [ "$reg" = "$REGISTRY" ] || auth=(--netrc-file "$NETRC")
-  curl -sfI --max-time 5 ${auth[@]+"${auth[@]}"} \
-    -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-    "http://$reg/v2/$repo/manifests/$tag" 2>/dev/null |
-    tr -d '\r' | awk -F': ' 'tolower($1)=="docker-content-digest"{print $2}' || true
+  oci_registry_digest "$reg" "$1" ${auth[@]+"${auth[@]}"}
 }
 
 mkdir -p "$WORK"

@@ -80,64 +80,52 @@ pub(crate) fn fake_api() -> (kube::Client, Arc<Mutex<ApiRecord>>) {
                 json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                        "message": format!("{what} not found"), "reason": "NotFound", "code": 404})
             };
-            if let Some(rc) = path.strip_prefix("/apis/node.k8s.io/v1/runtimeclasses/") {
-                let found = rec.lock().unwrap().runtime_classes.get(rc).cloned();
-                let (code, out) = match found {
-                    Some(v) if method == "GET" => (200, v),
+            // cluster-scoped: apis/node.k8s.io/v1/runtimeclasses/<name>
+            let runtime_class = path
+                .strip_prefix("/apis/node.k8s.io/v1/runtimeclasses/")
+                .map(|rc| match rec.lock().unwrap().runtime_classes.get(rc) {
+                    Some(v) if method == "GET" => (200, v.clone()),
                     _ => (
                         404,
                         not_found(&format!("runtimeclasses.node.k8s.io {rc:?}")),
                     ),
-                };
-                let resp = http::Response::builder()
-                    .status(code)
-                    .header("content-type", "application/json")
-                    .body(http_body_util::Full::new(bytes::Bytes::from(
-                        serde_json::to_vec(&out).unwrap(),
-                    )))
-                    .unwrap();
-                return Ok::<_, tower::BoxError>(resp);
-            }
+                });
             let pod = |status: Value| {
                 json!({"apiVersion": "v1", "kind": "Pod",
                        "metadata": {"name": name, "namespace": ns}, "status": status})
             };
-            let (code, out) = match (method.as_str(), resource, sub) {
-                ("PATCH", "pods", "status") => {
-                    let mut r = rec.lock().unwrap();
-                    let st = r.statuses.entry(name.to_string()).or_insert(json!({}));
-                    merge(st, &body["status"]);
-                    let st = st.clone();
-                    r.history.push((name.to_string(), st.clone()));
-                    (200, pod(st))
-                }
-                ("DELETE", "pods", "") => {
-                    rec.lock().unwrap().deleted.push(name.to_string());
-                    (200, pod(Value::Null))
-                }
-                ("POST", "events", _) => {
-                    let reason = body["reason"].as_str().unwrap_or("").to_string();
-                    rec.lock().unwrap().events.push(reason);
-                    (201, body)
-                }
-                ("GET", "configmaps", "") => match rec.lock().unwrap().configmaps.get(name) {
-                    Some(cm) => (200, cm.clone()),
-                    None => (
-                        404,
-                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                        "message": format!("configmaps {name:?} not found"), "reason": "NotFound", "code": 404}),
-                    ),
-                },
-                ("PATCH", "events", _) => (
-                    200,
-                    json!({"apiVersion": "v1", "kind": "Event",
+            let (code, out) = if let Some(answer) = runtime_class {
+                answer
+            } else {
+                match (method.as_str(), resource, sub) {
+                    ("PATCH", "pods", "status") => {
+                        let mut r = rec.lock().unwrap();
+                        let st = r.statuses.entry(name.to_string()).or_insert(json!({}));
+                        merge(st, &body["status"]);
+                        let st = st.clone();
+                        r.history.push((name.to_string(), st.clone()));
+                        (200, pod(st))
+                    }
+                    ("DELETE", "pods", "") => {
+                        rec.lock().unwrap().deleted.push(name.to_string());
+                        (200, pod(Value::Null))
+                    }
+                    ("POST", "events", _) => {
+                        let reason = body["reason"].as_str().unwrap_or("").to_string();
+                        rec.lock().unwrap().events.push(reason);
+                        (201, body)
+                    }
+                    ("GET", "configmaps", "") => match rec.lock().unwrap().configmaps.get(name) {
+                        Some(cm) => (200, cm.clone()),
+                        None => (404, not_found(&format!("configmaps {name:?}"))),
+                    },
+                    ("PATCH", "events", _) => (
+                        200,
+                        json!({"apiVersion": "v1", "kind": "Event",
                     "metadata": {"name": name, "namespace": ns}, "involvedObject": {}}),
-                ),
-                _ => (
-                    404,
-                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                    "message": format!("{path} not found"), "reason": "NotFound", "code": 404}),
-                ),
+                    ),
+                    _ => (404, not_found(&path)),
+                }
             };
             let resp = http::Response::builder()
                 .status(code)

@@ -48,6 +48,17 @@ cg_join() {
   done
 }
 
+# detach every mount at or below DIR (deepest first): the copies of the host's mounts that a new
+# mount namespace starts with (the main node's task rootfs, pod netns and volume mounts), which
+# would otherwise stay alive as long as the node does
+umount_below() {
+  local dir=$1 mp
+  while IFS= read -r mp; do
+    mp=$(printf '%b' "$mp")
+    case "$mp" in "$dir"|"$dir"/*) umount -l "$mp" 2>/dev/null || true ;; esac
+  done < <(awk '{print $5}' /proc/self/mountinfo | awk '{print length($0) " " $0}' | sort -rn | cut -d' ' -f2-)
+}
+
 cmd_holder() {
   local name=$1 dir=$2 size=$3
   [ -e "/run/netns/$name" ] || die "no network namespace $name"
@@ -80,9 +91,11 @@ cmd_holder_inside() {
   for b in "${BINDS[@]}"; do
     src="$dir/${b%%:*}"; dst=${b#*:}
     mkdir -p "$src" "$dst"
+    umount_below "$dst"
     mount --bind "$src" "$dst"
   done
   mkdir -p /var/lib/deckhand
+  umount_below /var/lib/deckhand
   mount -t tmpfs -o "size=$size,mode=0755" deckhand-root /var/lib/deckhand
   : > "$dir/ready"
   exec sleep infinity

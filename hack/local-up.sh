@@ -138,14 +138,14 @@ Local cluster is up (node $NODE_NAME, API $API_SERVER). Next:
 
   deckhand log: $DECKHAND_LOG       state: . $STATE/env
 EOF
-  [ "$NODES" -le 1 ] || cat <<EOF
-  extra nodes: dh-node-2..dh-node-$NODES (logs $LOGS/dh-node-<i>-{deckhand,containerd}.log;
-    hack/local-up.sh stop-node <i> | start-node <i>; their containerd from the host:
-    $CRICTL -r unix://$NODES_STATE/dh-node-<i>/run-containerd/containerd.sock ps)
-EOF
-  cat <<EOF
   deckhand-scheduler log: $SCHEDULER_LOG
   hack/local-up.sh status | restart-deckhand | restart-scheduler | down [--purge]
+EOF
+  [ "$NODES" -le 1 ] || cat <<EOF
+
+  extra nodes dh-node-2..dh-node-$NODES: logs $LOGS/dh-node-<i>-{deckhand,containerd}.log;
+    hack/local-up.sh stop-node <i> | start-node <i>; their containerd from the host:
+    $CRICTL -r unix://$NODES_STATE/dh-node-<i>/run-containerd/containerd.sock ps
 EOF
 }
 

@@ -137,7 +137,6 @@ Local cluster is up (node $NODE_NAME, API $API_SERVER). Next:
   $CRICTL pods; $CRICTL ps -a      (CRI view; /etc/crictl.yaml points at containerd $CONTAINERD_MODE, $CRI_SOCK)
 
   deckhand log: $DECKHAND_LOG       state: . $STATE/env
-EOF
   deckhand-scheduler log: $SCHEDULER_LOG
   hack/local-up.sh status | restart-deckhand | restart-scheduler | down [--purge]
 EOF

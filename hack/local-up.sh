@@ -273,7 +273,7 @@ cmd_up() {
   fi
   # NODES=N: the extra nodes, after the main one (it registers first: 10.244.0.0/24 is its pod CIDR)
   step_nodes
-  [ "$NODES" -le 1 ] || wait_kube_proxy
+  [ "$NODES" -le 1 ] || { nodes_wait_daemonset; wait_kube_proxy; }
   log "up: done in $((SECONDS - T0))s"
   print_hints
 }

@@ -270,6 +270,21 @@ step_nodes() {
   log "nodes: dh-node-2..dh-node-$NODES Ready in $((SECONDS - t0))s"
 }
 
+# the DaemonSet controller has seen every node (kube-proxy's desiredNumberScheduled is at least
+# NODES), so that wait_kube_proxy's ready == desired covers the extra nodes too. (After a smaller
+# NODES it stays above NODES until kube-controller-manager's pod GC deletes the removed nodes'
+# pods, 40 s or more: the DaemonSet controller does not watch Node deletions.)
+nodes_wait_daemonset() {
+  local t d
+  for t in $(seq 1 30); do
+    d=$("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get daemonset kube-proxy \
+          -o 'jsonpath={.status.desiredNumberScheduled}' 2>/dev/null || true)
+    [[ "$d" =~ ^[0-9]+$ ]] && [ "$d" -ge "$NODES" ] && return 0
+    sleep 1
+  done
+  warn "kube-proxy's DaemonSet does not count $NODES nodes after 30s"
+}
+
 # stop node I's deckhand only (its containerd and pods keep running): the node goes NotReady
 node_stop_deckhand() { stop_daemon "$(node_name_of "$1")-deckhand" 30; }
 

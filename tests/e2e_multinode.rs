@@ -145,6 +145,39 @@ async fn wait_replicas(
     }
 }
 
+/// When the pod was created, scheduled, its container started, and it became Ready (API
+/// timestamps, 1 s resolution), for the log.
+fn milestones(pod: &Pod) -> String {
+    let cond = |t: &str| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == t))
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0.to_string())
+            .unwrap_or_default()
+    };
+    let started = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.first())
+        .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref())
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    format!(
+        "{}: created {}, scheduled {}, started {started}, ready {}",
+        pod.metadata.name.as_deref().unwrap_or(""),
+        pod.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+        cond("PodScheduled"),
+        cond("Ready")
+    )
+}
+
 fn per_node(pods: &BTreeMap<String, (String, String)>) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
     for (node, _) in pods.values() {
@@ -172,6 +205,12 @@ async fn deployment_spreads_over_every_node_pods_reach_each_other_and_a_deleted_
         "6 replicas Running and Ready in {:?}, per node: {spread:?}",
         t0.elapsed()
     );
+    for name in pods.keys() {
+        println!(
+            "  {}",
+            milestones(&api.get(name).await.expect("reading a pod"))
+        );
+    }
     for n in &nodes {
         assert!(
             spread.contains_key(n),
@@ -238,6 +277,12 @@ async fn deployment_spreads_over_every_node_pods_reach_each_other_and_a_deleted_
         "deleted {victim} on {victim_node}: replacement {new:?} Running and Ready after {:?}",
         t0.elapsed()
     );
+    for (name, _) in &new {
+        println!(
+            "  {}",
+            milestones(&api.get(name).await.expect("reading the replacement"))
+        );
+    }
     ns.delete().await;
 }
 

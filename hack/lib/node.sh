@@ -84,7 +84,7 @@ remove_kube_proxy_host_paths() {
 
 step_kube_proxy_objects() {
   ensure_kube_proxy_host_paths
-  apply_manifest kube-proxy "$STATE/kube-proxy-objects.log" "kube-proxy objects" CLUSTER_CIDR NODE_IP API_SERVER KUBE_PROXY_IMAGE
+  apply_manifest kube-proxy "$STATE/kube-proxy-objects.log" "kube-proxy objects" CLUSTER_CIDR NODE_IP NODES_CIDR API_SERVER KUBE_PROXY_IMAGE
   log "kube-proxy: ServiceAccount, kubeadm:node-proxier, ConfigMap and DaemonSet kube-system/kube-proxy applied"
 }
 

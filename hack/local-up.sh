@@ -23,9 +23,19 @@
 #   hack/local-up.sh stop-containerd [--kill]  stop containerd only (SIGTERM, or SIGKILL with
 #                                      --kill; its shims and so the containers keep running)
 #   hack/local-up.sh start-containerd  start it again and wait until its CRI plugin answers
+#   hack/local-up.sh stop-node I       stop the deckhand of extra node dh-node-I only (its
+#                                      containerd and pods keep running; the Node goes NotReady)
+#   hack/local-up.sh start-node I      start it again and wait until the Node is Ready
 #
 # Environment:
 #   NODE_NAME              node name (default: lowercased `hostname`)
+#   NODES                  how many nodes (default 1: the main node only, as before). N >= 2
+#                          adds worker nodes dh-node-2 .. dh-node-N after the main node is up:
+#                          each its own network, mount, UTS and cgroup namespaces (node IP
+#                          10.251.0.<i> on bridge dh-nodes0), its own containerd 1.6 and its own
+#                          deckhand joined with a bootstrap token, pod CIDR from
+#                          kube-controller-manager (hack/lib/nodes.sh says how). `up` with a
+#                          smaller N removes the nodes above it; `down` removes them all
 #   DECKHAND_BIN           use this deckhand binary instead of `cargo build --release --bin deckhand`
 #   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready, nor for CoreDNS (default 1)
 #   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
@@ -102,7 +112,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts live in hack/lib/*.sh (each file says what it owns) and the Kubernetes objects applied
 # in hack/manifests/*.yaml; this file keeps the usage text, the subcommands and main.
-for lib in common processes network pki containerd containerd2 registry control-plane node; do
+for lib in common processes network pki containerd containerd2 registry control-plane node nodes; do
   # shellcheck source=/dev/null
   . "$ROOT/hack/lib/$lib.sh"
 done
@@ -130,6 +140,12 @@ Local cluster is up (node $NODE_NAME, API $API_SERVER). Next:
   deckhand-scheduler log: $SCHEDULER_LOG
   hack/local-up.sh status | restart-deckhand | restart-scheduler | down [--purge]
 EOF
+  [ "$NODES" -le 1 ] || cat <<EOF
+
+  extra nodes dh-node-2..dh-node-$NODES: logs $LOGS/dh-node-<i>-{deckhand,containerd}.log;
+    hack/local-up.sh stop-node <i> | start-node <i>; their containerd from the host:
+    $CRICTL -r unix://$NODES_STATE/dh-node-<i>/run-containerd/containerd.sock ps
+EOF
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -139,6 +155,8 @@ cmd_down() {
   check_owner
   local purge=0
   [ "${1:-}" = "--purge" ] && purge=1
+  # the extra nodes first, while the API server still answers (their Node objects go too)
+  nodes_down
   log "down: stopping deckhand"
   stop_deckhand
   local foreign; foreign=$(foreign_deckhand_pids | tr '\n' ' ')
@@ -203,6 +221,7 @@ cmd_status() {
       printf '%-24s running (pid %s), NOT healthy\n' "$name" "$pid"; rc=1
     fi
   done
+  nodes_status
   printf '%-24s %s\n' containerd-mode "$CONTAINERD_MODE: containerd $(containerd_version) ($(containerd_bin)) on $CRI_SOCK$([ -n "$CONTAINERD_RECORDED" ] || echo ', not recorded (no up since the last down)')"
   if ip link show "$DUMMY_IF" >/dev/null 2>&1; then
     printf '%-24s %s\n' network "$DUMMY_IF $(ip -br -4 addr show "$DUMMY_IF" | awk '{print $3}'), $(ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && echo "$CNI_BRIDGE up" || echo "no $CNI_BRIDGE yet")"
@@ -252,6 +271,9 @@ cmd_up() {
   else
     log "coredns: no cluster DNS (LOCAL_UP_DNS=0)"
   fi
+  # NODES=N: the extra nodes, after the main one (it registers first: 10.244.0.0/24 is its pod CIDR)
+  step_nodes
+  [ "$NODES" -le 1 ] || { nodes_wait_daemonset; wait_kube_proxy; }
   log "up: done in $((SECONDS - T0))s"
   print_hints
 }
@@ -301,6 +323,26 @@ cmd_stop_containerd() {
 
 cmd_start_containerd() { step_containerd; }
 
+node_index_arg() {
+  [[ "${1:-}" =~ ^[0-9]+$ ]] && [ "$1" -ge 2 ] || die "$2: give the index of an extra node (2 for dh-node-2)"
+  [ -n "$(node_holder "$1")" ] || die "$2: node $(node_name_of "$1") does not run (NODES=$1 or more: hack/local-up.sh up)"
+}
+
+cmd_stop_node() { node_index_arg "${1:-}" stop-node; node_stop_deckhand "$1"; }
+
+cmd_start_node() {
+  node_index_arg "${1:-}" start-node
+  NODES_JOIN_TOKEN=$(nodes_token)
+  node_deckhand "$1"
+  local name t; name=$(node_name_of "$1")
+  for t in $(seq 1 "$DECKHAND_WAIT_TIMEOUT"); do
+    [ "$(node_field "$name" '{.status.conditions[?(@.type=="Ready")].status}')" = True ] && { log "$name: Ready"; return 0; }
+    [ -n "$(pid_of "$name-deckhand")" ] || die_log "$name-deckhand" "deckhand of $name exited"
+    sleep 1
+  done
+  die_log "$name-deckhand" "$name did not become Ready within ${DECKHAND_WAIT_TIMEOUT}s"
+}
+
 cmd_start_apiserver() {
   [ -n "$(pid_of etcd)" ] || step_etcd
   step_apiserver
@@ -326,8 +368,10 @@ main() {
     start-apiserver) take_lock; cmd_start_apiserver ;;
     stop-containerd) take_lock; cmd_stop_containerd "$@" ;;
     start-containerd) take_lock; cmd_start_containerd ;;
+    stop-node) take_lock; cmd_stop_node "$@" ;;
+    start-node) take_lock; cmd_start_node "$@" ;;
     -h|--help|help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand | restart-scheduler | stop-apiserver [--etcd] | start-apiserver | stop-containerd [--kill] | start-containerd)" ;;
+    *) die "unknown command '$cmd' (up | down [--purge] | status | restart-deckhand | restart-scheduler | stop-apiserver [--etcd] | start-apiserver | stop-containerd [--kill] | start-containerd | stop-node I | start-node I)" ;;
   esac
 }
 

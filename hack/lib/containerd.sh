@@ -166,9 +166,13 @@ write_cni_conf() {
 EOF
 }
 
-# pid of whatever serves a containerd socket (default: the one in use)
+# pid of whatever serves a containerd socket (default: the one in use); the extra nodes'
+# containerds (hack/lib/nodes.sh) serve the same path in their own mount namespaces and are left out
 socket_owner_pid() {
-  ss -Hlxp 2>/dev/null | awk -v s="${1:-$CRI_SOCK}" '$5 == s' | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1
+  local ours p; ours=" $(node_daemon_pids) "
+  for p in $(ss -Hlxp 2>/dev/null | awk -v s="${1:-$CRI_SOCK}" '$5 == s' | sed -n 's/.*pid=\([0-9]*\).*/\1/p'); do
+    [[ "$ours" == *" $p "* ]] || { echo "$p"; return 0; }
+  done
 }
 
 # containerd (the mode in use) with the cluster's config; `up` moves a cluster that runs the other

@@ -54,8 +54,16 @@ step_network() {
   if [ -n "$rif" ] && [ "$rif" != "$CNI_BRIDGE" ] && [ "$rif" != "$DUMMY_IF" ]; then
     ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o "$rif" -m comment --comment "deckhand: pods never reach the real network" -j REJECT --reject-with icmp-net-unreachable
     ipt -A "$GUARD_FWD" -i "$rif" -d "$CLUSTER_CIDR" -m comment --comment "deckhand: the real network never reaches pods" -j REJECT --reject-with icmp-net-unreachable
+    # the extra nodes (NODES=N, hack/lib/nodes.sh) sit on their bridge: nothing of theirs, node
+    # IPs included, crosses to or from the real interface (no effect while the bridge is absent)
+    [ "$rif" = "$NODES_BRIDGE" ] || {
+      ipt -A "$GUARD_FWD" -i "$NODES_BRIDGE" -o "$rif" -m comment --comment "deckhand: extra nodes never reach the real network" -j REJECT --reject-with icmp-net-unreachable
+      ipt -A "$GUARD_FWD" -i "$rif" -o "$NODES_BRIDGE" -m comment --comment "deckhand: the real network never reaches extra nodes" -j REJECT --reject-with icmp-net-unreachable
+    }
   fi
   ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o "$CNI_BRIDGE" -j RETURN
+  # pods of the extra nodes, behind their node IPs on the bridge
+  ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o "$NODES_BRIDGE" -j RETURN
   ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o "$DUMMY_IF" -j RETURN
   ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -o lo -j RETURN
   ipt -A "$GUARD_FWD" -s "$CLUSTER_CIDR" -m comment --comment "deckhand: pods only reach local addresses" -j REJECT --reject-with icmp-net-unreachable

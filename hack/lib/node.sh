@@ -84,13 +84,16 @@ remove_kube_proxy_host_paths() {
 
 step_kube_proxy_objects() {
   ensure_kube_proxy_host_paths
-  apply_manifest kube-proxy "$STATE/kube-proxy-objects.log" "kube-proxy objects" CLUSTER_CIDR NODE_IP API_SERVER KUBE_PROXY_IMAGE
+  apply_manifest kube-proxy "$STATE/kube-proxy-objects.log" "kube-proxy objects" CLUSTER_CIDR NODE_IP NODES_CIDR API_SERVER KUBE_PROXY_IMAGE
   log "kube-proxy: ServiceAccount, kubeadm:node-proxier, ConfigMap and DaemonSet kube-system/kube-proxy applied"
 }
 
+# ready on every node it is scheduled to (1/1 with one node; NODES=N: N/N)
 kube_proxy_ready() {
-  [ "$("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get daemonset kube-proxy \
-        -o 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}' 2>/dev/null)" = 1/1 ] &&
+  local r
+  r=$("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get daemonset kube-proxy \
+        -o 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}' 2>/dev/null) || return 1
+  [[ "$r" =~ ^([1-9][0-9]*)/([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] &&
     ipt -t nat -S KUBE-SERVICES >/dev/null 2>&1
 }
 
@@ -259,13 +262,14 @@ node_ready() {
         -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
 
-# deckhand processes this script did not start (e.g. one a developer runs by hand)
+# deckhand processes this script did not start (e.g. one a developer runs by hand); the extra
+# nodes' deckhands (hack/lib/nodes.sh) are ours
 foreign_deckhand_pids() {
-  local p a0 ours; ours=$(pid_of deckhand)
+  local p a0 ours; ours=" $(pid_of deckhand) $(node_daemon_pids) "
   for p in /proc/[0-9]*; do
     a0=$(tr '\0' '\n' 2>/dev/null < "$p/cmdline" | head -1) || continue
     [ "$(basename -- "${a0:-x}")" = deckhand ] || continue
-    [ "${p#/proc/}" = "$ours" ] && continue
+    [[ "$ours" == *" ${p#/proc/} "* ]] && continue
     proc_alive "${p#/proc/}" && echo "${p#/proc/}"
   done
   return 0

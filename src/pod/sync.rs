@@ -380,6 +380,7 @@ impl PodWorker {
         )
         .await;
         if setup.is_ok() {
+            self.volume_setup_retry = None;
             self.volumes_refreshed = Some(Instant::now());
             if std::mem::take(&mut self.volume_refresh_failing) {
                 tracing::info!("volumes refreshed again");
@@ -408,7 +409,10 @@ impl PodWorker {
             VolumesForStart::Failed(e) => {
                 let msg = format!("MountVolume.SetUp failed: {e}");
                 ctx.recorder.pod(pod, None, true, reason::FAILED_MOUNT, msg);
-                tracing::warn!(error = %e, "volume setup failed");
+                let retry = crate::volume::setup_retry_delay(self.volume_setup_retry);
+                self.volume_setup_retry = Some(retry);
+                self.retry_failed_sync_after = Some(retry);
+                tracing::warn!(error = %e, retry_in = ?retry, "volume setup failed");
                 let names = a
                     .start
                     .iter()

@@ -36,6 +36,12 @@ pub(super) struct PodWorker {
     pub(super) mounted_volumes: Option<crate::volume::VolumePaths>,
     /// The last volume set-up or refresh failed (its warning was logged; repeats go to debug).
     pub(super) volume_refresh_failing: bool,
+    /// The wait after the last of the volume set-ups that failed in a row before any container
+    /// could start ([`crate::volume::setup_retry_delay`]); None after a set-up that worked.
+    pub(super) volume_setup_retry: Option<Duration>,
+    /// When the last sync failed, how soon to sync again if sooner than the pod worker's
+    /// back-off (a volume set-up to retry); taken by the next failed sync.
+    pub(super) retry_failed_sync_after: Option<Duration>,
     /// The kubelet stopped the pod on its own (evicted, or refused at admission): every status
     /// written from then on carries this.
     pub(super) terminal_override: Option<Arc<crate::eviction::TerminalStatus>>,
@@ -231,7 +237,13 @@ impl PodWorker {
                     let d = t.as_nanosecond() - self.ctx.clock.now().as_nanosecond();
                     Instant::now() + Duration::from_nanos(d.max(0) as u64)
                 }),
-                Some(Err(SyncFailed)) => Some(Instant::now() + WORKER_BACKOFF_PERIOD),
+                Some(Err(SyncFailed)) => Some(
+                    Instant::now()
+                        + self
+                            .retry_failed_sync_after
+                            .take()
+                            .map_or(WORKER_BACKOFF_PERIOD, |d| d.min(WORKER_BACKOFF_PERIOD)),
+                ),
             }
             .or(next_wake.filter(|w| *w > Instant::now()));
             let wake = next_wake

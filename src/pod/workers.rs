@@ -233,6 +233,8 @@ impl PodWorkers {
             volumes_refreshed: None,
             mounted_volumes: None,
             volume_refresh_failing: false,
+            volume_setup_retry: None,
+            retry_failed_sync_after: None,
             probe_rx,
             terminal_override: None,
             admitted: false,

@@ -448,3 +448,42 @@ async fn a_deleted_pods_worker_is_forgotten_when_the_pod_leaves_the_api() {
     .await;
     h.stop().await;
 }
+
+/// A volume that cannot be set up yet (here a ConfigMap created a moment after the pod; on a
+/// cluster, also the Node authorizer refusing a service-account token for a pod whose binding it
+/// has not seen) is tried again after 500 ms, then 1 s, 2 s, ..., as the Go kubelet's volume
+/// manager retries a mount, not after the pod worker's 10 s back-off. Nothing pokes the worker
+/// here: only its own retry can start the pod.
+#[tokio::test(start_paused = true)]
+async fn a_volume_that_fails_to_set_up_is_retried_within_a_second() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod(
+        "early",
+        "Always",
+        json!({
+            "volumes": [{"name": "cfg", "configMap": {"name": "late"}}],
+            "containers": [{"name": "main", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent",
+                            "command": ["sleep", "3600"],
+                            "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}],
+        }),
+    );
+    h.apply(&p).await;
+    eventually(Duration::from_secs(5), "FailedMount", || {
+        h.events().iter().any(|e| e == "FailedMount").then_some(())
+    })
+    .await;
+    h.api.lock().unwrap().configmaps.insert(
+        "late".into(),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "late", "namespace": "ns"}, "data": {"k": "v"}}),
+    );
+    let created = Instant::now();
+    h.status_in_phase("early", "Running", Duration::from_secs(5))
+        .await;
+    assert!(
+        created.elapsed() < Duration::from_secs(3),
+        "Running {:?} after the ConfigMap appeared",
+        created.elapsed()
+    );
+    h.stop().await;
+}

@@ -143,27 +143,7 @@ write_cni_conf() {
       warn "foreign CNI config $f present (left alone; containerd loads the first file in lexical order)"
     fi
   done
-  write_if_changed "$CNI_CONF" <<EOF || true
-{
-  "cniVersion": "1.0.0",
-  "name": "$CNI_NAME",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$CNI_BRIDGE",
-      "isGateway": true,
-      "ipMasq": true,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{ "subnet": "$POD_CIDR", "gateway": "$POD_GATEWAY" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }]
-      }
-    },
-    { "type": "portmap", "capabilities": { "portMappings": true }, "snat": true }
-  ]
-}
-EOF
+  cni_conflist "$POD_CIDR" "$POD_GATEWAY" true | write_if_changed "$CNI_CONF" || true
 }
 
 # pid of whatever serves a containerd socket (default: the one in use); the extra nodes'
@@ -361,3 +341,32 @@ remove_hosts_toml() {
     fi
   done
 }
+
+# cni_conflist SUBNET GATEWAY IPMASQ: a node's CNI config, the bridge plugin on $CNI_BRIDGE with
+# host-local addresses from SUBNET (gateway GATEWAY) and portmap for hostPorts. IPMASQ (true or
+# false) says whether pod traffic leaving the node is masqueraded: the main node does it; the extra
+# nodes (hack/lib/nodes.sh) do not, so pods see each other's addresses across nodes.
+cni_conflist() {
+  cat <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "$CNI_NAME",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$CNI_BRIDGE",
+      "isGateway": true,
+      "ipMasq": $3,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{ "subnet": "$1", "gateway": "$2" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }]
+      }
+    },
+    { "type": "portmap", "capabilities": { "portMappings": true }, "snat": true }
+  ]
+}
+EOF
+}
+

@@ -200,27 +200,7 @@ node_pod_network() {
   [ -n "$cidr" ] || return 1
   local gw="${cidr%.*/*}.1"
   mkdir -p "$dir/cni-net.d"
-  write_if_changed "$dir/cni-net.d/10-deckhand.conflist" <<EOF || true
-{
-  "cniVersion": "1.0.0",
-  "name": "$CNI_NAME",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$CNI_BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{ "subnet": "$cidr", "gateway": "$gw" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }]
-      }
-    },
-    { "type": "portmap", "capabilities": { "portMappings": true }, "snat": true }
-  ]
-}
-EOF
+  cni_conflist "$cidr" "$gw" false | write_if_changed "$dir/cni-net.d/10-deckhand.conflist" || true
   ip route replace "$cidr" via "$ip" dev "$NODES_BRIDGE"
   echo "$cidr" > "$dir/pod-cidr"
 }

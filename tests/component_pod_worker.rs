@@ -556,13 +556,8 @@ async fn a_dead_sandbox_is_replaced_and_the_containers_restart_in_it() {
         sandboxes[1].config.metadata.as_ref().map(|m| m.attempt),
         Some(1)
     );
-    eventually(Duration::from_secs(2), "a SandboxChanged event", || {
-        h.events()
-            .iter()
-            .any(|e| e == "SandboxChanged")
-            .then_some(())
-    })
-    .await;
+    h.event_recorded("SandboxChanged", Duration::from_secs(2))
+        .await;
     eventually(Duration::from_secs(2), "restartCount 1", || {
         h.container_status("sandbox", "main")
             .filter(|c| c["restartCount"] == 1 && c["state"]["running"].is_object())

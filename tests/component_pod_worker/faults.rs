@@ -468,10 +468,8 @@ async fn a_volume_that_fails_to_set_up_is_retried_within_a_second() {
         }),
     );
     h.apply(&p).await;
-    eventually(Duration::from_secs(5), "FailedMount", || {
-        h.events().iter().any(|e| e == "FailedMount").then_some(())
-    })
-    .await;
+    h.event_recorded("FailedMount", Duration::from_secs(5))
+        .await;
     h.api.lock().unwrap().configmaps.insert(
         "late".into(),
         json!({"apiVersion": "v1", "kind": "ConfigMap",

@@ -411,6 +411,14 @@ impl Harness {
         self.api.lock().unwrap().deleted.iter().any(|d| d == name)
     }
 
+    /// Waits up to `timeout` for an event with `reason` to be recorded.
+    pub(crate) async fn event_recorded(&self, reason: &str, timeout: Duration) {
+        eventually(timeout, reason, || {
+            self.events().iter().any(|e| e == reason).then_some(())
+        })
+        .await
+    }
+
     pub(crate) async fn stop(self) {
         self.cancel.cancel();
         tokio::time::sleep(Duration::from_millis(50)).await;

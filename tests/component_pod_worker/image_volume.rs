@@ -122,10 +122,8 @@ async fn image_volume_on_a_runtime_without_support_is_the_clear_pod_error() {
     h.runtime.add_image("busybox:1.36");
     let p = image_volume_pod("iv", "kitten:1.8", "Always");
     h.apply(&p).await;
-    eventually(Duration::from_secs(10), "FailedMount", || {
-        h.events().iter().any(|e| e == "FailedMount").then_some(())
-    })
-    .await;
+    h.event_recorded("FailedMount", Duration::from_secs(10))
+        .await;
     keep_poking(&h, &p, Duration::from_secs(1)).await;
     assert_eq!(h.runtime.count("CreateContainer"), 0);
     assert_eq!(h.runtime.count("PullImage"), 0);

@@ -16,13 +16,8 @@ fn runtime_class(h: &Harness, name: &str, handler: &str) {
 }
 
 async fn sandbox_failure(h: &Harness, name: &str) {
-    eventually(Duration::from_secs(10), "FailedCreatePodSandBox", || {
-        h.events()
-            .iter()
-            .any(|e| e == "FailedCreatePodSandBox")
-            .then_some(())
-    })
-    .await;
+    h.event_recorded("FailedCreatePodSandBox", Duration::from_secs(10))
+        .await;
     h.status_in_phase(name, "Pending", Duration::from_secs(5))
         .await;
     assert_eq!(

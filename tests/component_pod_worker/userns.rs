@@ -69,13 +69,8 @@ async fn host_users_false_needs_the_runtime_and_gets_its_own_range() {
     let h = Harness::start(fake_runtime()).await;
     let p = pod("userns", "Always", json!({"hostUsers": false}));
     h.apply(&p).await;
-    eventually(Duration::from_secs(10), "FailedCreatePodSandBox", || {
-        h.events()
-            .iter()
-            .any(|e| e == "FailedCreatePodSandBox")
-            .then_some(())
-    })
-    .await;
+    h.event_recorded("FailedCreatePodSandBox", Duration::from_secs(10))
+        .await;
     assert_eq!(
         h.runtime.count("RunPodSandbox"),
         0,

@@ -61,6 +61,51 @@ async fn ready_nodes(client: &kube::Client) -> BTreeSet<String> {
     ready
 }
 
+/// Waits (up to 60 s) until every node in `nodes` is Ready and carries none of the node
+/// lifecycle controller's `node.kubernetes.io/*` NoSchedule or NoExecute taints. Those are taken
+/// off one node-monitor period (5 s) after the node is Ready again, so a node that has just come
+/// back (the node-loss test) is Ready before any pod may be scheduled on it.
+async fn wait_schedulable(client: &kube::Client, nodes: &BTreeSet<String>) {
+    let api: Api<Node> = Api::all(client.clone());
+    let blocked = |n: &Node| -> Option<String> {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        if node_ready_status(n) != "True" {
+            return Some(format!("{name}: not Ready"));
+        }
+        let taints: Vec<String> = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.key.starts_with("node.kubernetes.io/") && t.effect != "PreferNoSchedule")
+            .map(|t| format!("{}:{}", t.key, t.effect))
+            .collect();
+        (!taints.is_empty()).then(|| format!("{name}: {}", taints.join(", ")))
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .expect("listing nodes");
+        let waiting: Vec<String> = list
+            .items
+            .iter()
+            .filter(|n| n.metadata.name.as_ref().is_some_and(|m| nodes.contains(m)))
+            .filter_map(blocked)
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nodes not schedulable after 60 s: {waiting:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// A Deployment of busybox pods serving `hello from <pod name>` on port 8080, with the
 /// node-lifecycle tolerations shortened to 10 s (a lost node's pods are replaced soon).
 ///
@@ -192,6 +237,7 @@ async fn deployment_spreads_over_every_node_pods_reach_each_other_and_a_deleted_
     let client = client().await;
     let nodes = ready_nodes(&client).await;
     let ns = TestNs::new(&client, "multinode").await;
+    wait_schedulable(&client, &nodes).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     deployments
         .create(&PostParams::default(), &deployment("web", 6))
@@ -339,6 +385,7 @@ async fn a_lost_node_s_pods_are_replaced_on_the_others_and_cleaned_up_when_it_is
     let i = extra_node_index(&nodes);
     let lost = format!("dh-node-{i}");
     let ns = TestNs::new(&client, "nodeloss").await;
+    wait_schedulable(&client, &nodes).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
     let replicas = 2 * nodes.len();
     deployments
@@ -436,6 +483,8 @@ async fn a_lost_node_s_pods_are_replaced_on_the_others_and_cleaned_up_when_it_is
         "{lost} started again: Ready and its old pods gone after {:?}",
         t1.elapsed()
     );
+    // schedulable again (its unreachable taints gone), as the next test expects
+    wait_schedulable(&client, &nodes).await;
     // nothing runs twice: exactly `replicas` pods of the Deployment
     let now = running_pods(&api, "web").await;
     assert_eq!(

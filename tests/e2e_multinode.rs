@@ -492,5 +492,23 @@ async fn a_lost_node_s_pods_are_replaced_on_the_others_and_cleaned_up_when_it_is
         replicas,
         "pods of web after the node came back: {now:?}"
     );
+    // gone before the next test: terminating pods still count on their node for the scheduler
+    deployments
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("deleting the Deployment");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !api
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items.is_empty())
+        .unwrap_or(false)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the Deployment's pods not gone after 90 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     ns.delete().await;
 }

@@ -33,6 +33,7 @@ pub mod plugin {
     pub const NODE_AFFINITY: &str = "NodeAffinity";
     pub const NODE_PORTS: &str = "NodePorts";
     pub const NODE_RESOURCES_FIT: &str = "NodeResourcesFit";
+    pub const POD_TOPOLOGY_SPREAD: &str = "PodTopologySpread";
 }
 
 /// Status codes of a rejection (`fwk.Code`): `Unschedulable` may be resolved by preempting pods
@@ -68,6 +69,7 @@ pub struct SchedPod {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+    pub labels: std::collections::BTreeMap<String, String>,
     pub node_name: Option<String>,
     pub tolerations: Vec<Toleration>,
     pub required: RequiredNodeAffinity,
@@ -86,6 +88,9 @@ pub struct SchedPod {
     pub preemption_never: bool,
     /// `status.nominatedNodeName`: the node an earlier preemption made room on.
     pub nominated_node_name: Option<String>,
+    /// Topology spread constraints: the pod's own; the runner sets the system defaults for a pod
+    /// without any ([`super::topology_spread::SpreadConstraints::system_defaults`]).
+    pub spread: super::topology_spread::SpreadConstraints,
 }
 
 impl SchedPod {
@@ -95,6 +100,7 @@ impl SchedPod {
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             name: pod.metadata.name.clone().unwrap_or_default(),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
+            labels: pod.metadata.labels.clone().unwrap_or_default(),
             node_name: spec
                 .and_then(|s| s.node_name.clone())
                 .filter(|n| !n.is_empty()),
@@ -113,6 +119,7 @@ impl SchedPod {
                 .as_ref()
                 .and_then(|s| s.nominated_node_name.clone())
                 .filter(|n| !n.is_empty()),
+            spread: super::topology_spread::SpreadConstraints::of(pod),
         }
     }
 }

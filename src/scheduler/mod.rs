@@ -13,6 +13,7 @@
 //! | filter plugins (pure) | `framework/plugins/{nodeunschedulable,nodename,tainttoleration,nodeaffinity,nodeports,noderesources}` | [`filters`] |
 //! | score plugins (pure) | `noderesources` least-allocated and balanced, `nodeaffinity`, `tainttoleration` | [`scores`] |
 //! | one attempt: filter, score, select, the failure message | `schedule_one.go`, `FitError` | [`schedule_one`] |
+//! | topology spread: filter, score, system defaults | `podtopologyspread`, `helper/spread.go` | [`topology_spread`] |
 //! | preemption: victims, PDBs, node choice, nominated pods | `defaultpreemption`, `framework/preemption`, `PodNominator` | [`preemption`] |
 //! | active / back-off / unschedulable queue | `backend/queue` | [`queue`] |
 //! | events.k8s.io events | `client-go/tools/events` | [`events`] |
@@ -20,8 +21,8 @@
 //! | watches, the scheduling loop, binding, status | `scheduler.go`, `eventhandlers.go`, `DefaultBinder` | [`runner`] |
 //!
 //! Filters and scores are pure functions over a snapshot of the cache; the loop around them is
-//! thin. Not implemented (kube-scheduler defaults that are): pod topology spread, inter-pod
-//! affinity, image locality, volume plugins, dynamic resources, extenders, multiple profiles.
+//! thin. Not implemented (kube-scheduler defaults that are): inter-pod affinity, image locality,
+//! volume plugins, dynamic resources, extenders, multiple profiles.
 
 pub mod affinity;
 pub mod cache;
@@ -35,7 +36,9 @@ pub mod resources;
 pub mod runner;
 pub mod schedule_one;
 pub mod scores;
+pub mod spread_sources;
 pub mod taints;
+pub mod topology_spread;
 
 /// kube-scheduler's default name (`v1.DefaultSchedulerName`), the `schedulerName` the API server
 /// defaults pods to.

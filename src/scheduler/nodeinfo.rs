@@ -127,6 +127,8 @@ pub struct PodAccount {
     /// `PreemptionByScheduler`: a victim of an earlier preemption still terminating
     /// (`podTerminatingByPreemption`).
     pub terminating_by_preemption: bool,
+    /// `deletionTimestamp` is set: topology spreading does not count the pod (k/k #87621).
+    pub terminating: bool,
 }
 
 impl PodAccount {
@@ -154,6 +156,7 @@ impl PodAccount {
                 .and_then(|s| s.start_time.as_ref())
                 .map(|t| t.0),
             terminating_by_preemption: by_preemption,
+            terminating: pod.metadata.deletion_timestamp.is_some(),
         }
     }
 }

@@ -11,6 +11,7 @@
 use super::filters::{run_filters, Code, Rejection, SchedPod};
 use super::nodeinfo::{NodeInfo, PodAccount};
 use super::schedule_one::FitError;
+use super::topology_spread::FilterState;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::Timestamp;
@@ -312,7 +313,13 @@ pub fn select_victims_on_node(
     ni: &NodeInfo,
     nominator: &Nominator,
     pdbs: &[Pdb],
+    spread: &FilterState,
 ) -> Result<(Vec<Victim>, usize), Rejection> {
+    // the filters, and PodTopologySpread with the node's counts as they are in `trial`
+    let fits = |trial: &NodeInfo| {
+        run_filters_with_nominated(pod, trial, nominator)
+            .or_else(|| spread.with_node(pod, ni, trial).filter(pod, trial))
+    };
     let mut potential: Vec<(&str, &PodAccount)> = ni
         .pods()
         .filter(|(_, a)| a.priority < pod.priority)
@@ -329,7 +336,7 @@ pub fn select_victims_on_node(
     for (uid, _) in &potential {
         trial.remove_pod(uid);
     }
-    if let Some(r) = run_filters_with_nominated(pod, &trial, nominator) {
+    if let Some(r) = fits(&trial) {
         return Err(r);
     }
     potential.sort_by(|a, b| importance(*a, *b));
@@ -339,7 +346,7 @@ pub fn select_victims_on_node(
     for (group, is_violating) in [(&violating, true), (&non_violating, false)] {
         for &(uid, a) in group.iter() {
             trial.add_pod(uid, a.clone());
-            if run_filters_with_nominated(pod, &trial, nominator).is_some() {
+            if fits(&trial).is_some() {
                 trial.remove_pod(uid);
                 victims.push((uid, a));
                 num_violating += usize::from(is_violating);
@@ -472,6 +479,7 @@ pub fn preempt(
     }
     let mut statuses: Vec<(String, Rejection)> = Vec::new();
     let (mut non_violating, mut violating): (Vec<Candidate>, Vec<Candidate>) = Default::default();
+    let spread = FilterState::new(pod, nodes);
     if !potential.is_empty() {
         // DryRunPreemption from a random offset, until enough candidates are found
         let want = num_preemption_candidates(potential.len());
@@ -481,7 +489,7 @@ pub fn preempt(
                 break;
             }
             let ni = potential[(offset + i) % potential.len()];
-            match select_victims_on_node(pod, ni, nominator, pdbs) {
+            match select_victims_on_node(pod, ni, nominator, pdbs, &spread) {
                 Ok((victims, _)) if victims.is_empty() => statuses.push((
                     ni.name.clone(),
                     Rejection {

@@ -15,6 +15,7 @@ use super::filters::{plugin, Code, Rejection, SchedPod, ERR_AFFINITY_CONFLICT};
 use super::nodeinfo::NodeInfo;
 use super::preemption::{self, run_filters_with_nominated, Candidate, Nominator, Pdb};
 use super::scores::{score_nodes, select_host};
+use super::topology_spread::FilterState;
 use rand::Rng;
 use std::collections::BTreeMap;
 
@@ -205,6 +206,8 @@ pub fn schedule(
         )],
     });
 
+    // PodTopologySpread's PreFilter counts over every node of the snapshot
+    let spread = FilterState::new(pod, nodes);
     let to_find = num_feasible_nodes_to_find(candidates.len());
     let mut feasible: Vec<&NodeInfo> = Vec::with_capacity(to_find.min(candidates.len()));
     let mut statuses: Vec<(String, Rejection)> = Vec::new();
@@ -214,7 +217,9 @@ pub fn schedule(
             break;
         }
         let ni = candidates[(start + i) % candidates.len()];
-        match run_filters_with_nominated(pod, ni, nominator) {
+        let rejection =
+            run_filters_with_nominated(pod, ni, nominator).or_else(|| spread.filter(pod, ni));
+        match rejection {
             None => feasible.push(ni),
             Some(r) => statuses.push((ni.name.clone(), r)),
         }
@@ -238,7 +243,7 @@ pub fn schedule(
     let node = if feasible.len() == 1 {
         feasible[0].name.clone()
     } else {
-        let totals = score_nodes(pod, &feasible);
+        let totals = score_nodes(pod, &feasible, nodes);
         let i = select_host(&totals, rng).expect("feasible nodes are not empty");
         feasible[i].name.clone()
     };

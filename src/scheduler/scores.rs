@@ -1,11 +1,13 @@
 //! Score plugins: which feasible node is best? Pure functions of the pod and a [`NodeInfo`] with
 //! kube-scheduler's formulas, normalisations and default weights (k/k
 //! `pkg/scheduler/framework/plugins/noderesources/{least_allocated,balanced_allocation}.go`,
-//! `nodeaffinity`, `tainttoleration`, `helper/normalize_score.go`, `apis/config/v1/default_plugins.go`).
+//! `nodeaffinity`, `tainttoleration`, `helper/normalize_score.go`, `apis/config/v1/default_plugins.go`;
+//! PodTopologySpread's score is in [`super::topology_spread`]).
 
 use super::filters::SchedPod;
 use super::nodeinfo::NodeInfo;
 use super::taints::intolerable_prefer_no_schedule;
+use super::topology_spread;
 use rand::Rng;
 
 /// The highest score a plugin gives a node (`fwk.MaxNodeScore`).
@@ -16,6 +18,7 @@ pub const WEIGHT_TAINT_TOLERATION: i64 = 3;
 pub const WEIGHT_NODE_AFFINITY: i64 = 2;
 pub const WEIGHT_NODE_RESOURCES_FIT: i64 = 1;
 pub const WEIGHT_BALANCED_ALLOCATION: i64 = 1;
+pub const WEIGHT_POD_TOPOLOGY_SPREAD: i64 = 2;
 
 fn least_requested(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
@@ -132,8 +135,10 @@ pub fn default_normalize(scores: &mut [i64], reverse: bool) {
     }
 }
 
-/// Weighted total score of each node (same order as `nodes`).
-pub fn score_nodes(pod: &SchedPod, nodes: &[&NodeInfo]) -> Vec<i64> {
+/// Weighted total score of each feasible node (same order as `nodes`); `all` is the whole
+/// snapshot, over which topology spreading counts the pods.
+pub fn score_nodes(pod: &SchedPod, nodes: &[&NodeInfo], all: &[&NodeInfo]) -> Vec<i64> {
+    let spread = topology_spread::scores(pod, nodes, all).unwrap_or_else(|| vec![0; nodes.len()]);
     let mut taint: Vec<i64> = nodes.iter().map(|n| taint_toleration(pod, n)).collect();
     default_normalize(&mut taint, true);
     let mut affinity: Vec<i64> = if pod.preferred.is_empty() {
@@ -150,6 +155,7 @@ pub fn score_nodes(pod: &SchedPod, nodes: &[&NodeInfo]) -> Vec<i64> {
                 + WEIGHT_NODE_AFFINITY * affinity[i]
                 + WEIGHT_NODE_RESOURCES_FIT * least_allocated(pod, n)
                 + WEIGHT_BALANCED_ALLOCATION * balanced_allocation(pod, n).unwrap_or(0)
+                + WEIGHT_POD_TOPOLOGY_SPREAD * spread[i]
         })
         .collect()
 }
@@ -268,7 +274,7 @@ mod tests {
         );
         let a = node(json!({"metadata": {"name": "a", "labels": {"zone": "a"}}}));
         let b = node(json!({"metadata": {"name": "b", "labels": {"zone": "b"}}}));
-        let t = score_nodes(&p, &[&a, &b]);
+        let t = score_nodes(&p, &[&a, &b], &[&a, &b]);
         assert_eq!(t[0] - t[1], WEIGHT_NODE_AFFINITY * 100);
 
         let p = pod(json!({}));
@@ -276,12 +282,12 @@ mod tests {
             json!({"metadata": {"name": "t"}, "spec": {"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}}),
         );
         let clean = node(json!({"metadata": {"name": "c"}}));
-        let t = score_nodes(&p, &[&tainted, &clean]);
+        let t = score_nodes(&p, &[&tainted, &clean], &[&tainted, &clean]);
         assert_eq!(t[1] - t[0], WEIGHT_TAINT_TOLERATION * 100);
         let tolerant = pod(
             json!({"tolerations": [{"key": "k", "operator": "Exists", "effect": "PreferNoSchedule"}]}),
         );
-        let t = score_nodes(&tolerant, &[&tainted, &clean]);
+        let t = score_nodes(&tolerant, &[&tainted, &clean], &[&tainted, &clean]);
         assert_eq!(t[0], t[1]);
     }
 

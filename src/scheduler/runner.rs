@@ -9,10 +9,12 @@ use super::events::{self, Recorder};
 use super::filters::{run_filters, SchedPod};
 use super::nodeinfo::PodAccount;
 use super::preemption::{Candidate, Nominator, Pdb};
-use super::queue::SchedulingQueue;
+use super::queue::{QueuedPod, SchedulingQueue};
 use super::schedule_one::{schedule, ScheduleError, SearchState};
 use super::spread_sources::watch_selectors;
-use super::topology_spread::{default_selector, SpreadConstraints, SpreadSources};
+use super::topology_spread::{
+    default_selector, pod_change_may_help, SpreadConstraints, SpreadSources,
+};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, Service};
@@ -184,6 +186,13 @@ impl Shared {
                 .map(|ni| ni.requested.clone());
             st.cache.add_or_update_pod(&pod);
             st.queue.delete(&uid);
+            // a new or terminating pod changes the counts of topology spreading
+            let counts_changed = before.is_none() || pod.metadata.deletion_timestamp.is_some();
+            let helps = |qp: &QueuedPod| pod_change_may_help(&qp.pod, &pod);
+            if counts_changed && st.queue.unschedulable().any(helps) {
+                st.queue.move_unschedulable(now, helps);
+                self.wake.notify_one();
+            }
             // a running pod scaled down (or moved) frees room on its old node
             if let (Some(node), Some(req)) = (before, before_req) {
                 let shrunk = st.cache.node(&node).is_some_and(|ni| {

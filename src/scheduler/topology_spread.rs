@@ -298,6 +298,25 @@ pub fn default_selector(pod: &Pod, sources: &SpreadSources) -> Selector {
     }
 }
 
+/// Whether a change of the bound pod `changed` (added, relabelled, terminating) may let `waiting`,
+/// rejected earlier, pass the spread filter now: it is in the same namespace and one of
+/// `waiting`'s own `DoNotSchedule` constraints selects it (`isSchedulableAfterPodChange`).
+pub fn pod_change_may_help(waiting: &Pod, changed: &Pod) -> bool {
+    let has_constraints = waiting
+        .spec
+        .as_ref()
+        .and_then(|s| s.topology_spread_constraints.as_ref())
+        .is_some_and(|c| !c.is_empty());
+    if !has_constraints || waiting.metadata.namespace != changed.metadata.namespace {
+        return false;
+    }
+    let labels = changed.metadata.labels.clone().unwrap_or_default();
+    SpreadConstraints::of(waiting)
+        .hard
+        .iter()
+        .any(|c| c.selector.matches(&labels))
+}
+
 fn node_labels(ni: &NodeInfo) -> &BTreeMap<String, String> {
     static EMPTY: BTreeMap<String, String> = BTreeMap::new();
     ni.node.metadata.labels.as_ref().unwrap_or(&EMPTY)

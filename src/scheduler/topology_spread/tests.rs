@@ -482,8 +482,15 @@ fn preemption_evicts_the_matching_pods_that_break_the_skew() {
     pods.push(("ns", json!({"app": "db"}), false));
     let nodes = [node("a", host("a", Some("x")), &pods)];
     let refs: Vec<&NodeInfo> = nodes.iter().collect();
-    let err = schedule(&p, &refs, &Nominator::new(), &[], &mut SearchState::default(), &mut rand::rng())
-        .unwrap_err();
+    let err = schedule(
+        &p,
+        &refs,
+        &Nominator::new(),
+        &[],
+        &mut SearchState::default(),
+        &mut rand::rng(),
+    )
+    .unwrap_err();
     let crate::scheduler::schedule_one::ScheduleError::Fit(fe) = err else {
         panic!("a fit error")
     };
@@ -491,4 +498,23 @@ fn preemption_evicts_the_matching_pods_that_break_the_skew() {
     assert_eq!(c.node, "a");
     let victims: Vec<&str> = c.victims.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(victims, vec!["a-0"], "only the web pod, not the db pod");
+}
+
+#[test]
+fn only_a_selected_pod_of_the_namespace_requeues_a_pod_waiting_on_spread() {
+    let waiting = pod_obj(
+        json!({"name": "w", "labels": {"app": "web"}}),
+        json!({"topologySpreadConstraints": [hard(LABEL_HOSTNAME, 1, json!({}))]}),
+    );
+    let plain = pod_obj(json!({"name": "w", "labels": {"app": "web"}}), json!({}));
+    let changed = |ns: &str, app: &str| {
+        pod_obj(
+            json!({"name": "x", "namespace": ns, "labels": {"app": app}}),
+            json!({}),
+        )
+    };
+    assert!(pod_change_may_help(&waiting, &changed("ns", "web")));
+    assert!(!pod_change_may_help(&waiting, &changed("ns", "db")));
+    assert!(!pod_change_may_help(&waiting, &changed("other", "web")));
+    assert!(!pod_change_may_help(&plain, &changed("ns", "web")));
 }

@@ -6,7 +6,9 @@
 //! up on it once it is back.
 //!
 //! Needs at least two Ready nodes: with the default `NODES=1` every test here fails at once and
-//! says so (these tests never pass silently). Not part of README command 2 (hack/test.sh).
+//! says so (these tests never pass silently). README command 2 (hack/test.sh) runs them in its
+//! multi-node phase, on `NODES=3`. The scheduler's multi-node cases are in
+//! `e2e_multinode/scheduling.rs`.
 
 mod common;
 
@@ -16,6 +18,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
+
+#[path = "e2e_multinode/scheduling.rs"]
+mod scheduling;
 
 /// The tests of this file change what runs on the nodes (a Deployment over all of them, a node
 /// stopped): one at a time.
@@ -109,10 +114,11 @@ async fn wait_schedulable(client: &kube::Client, nodes: &BTreeSet<String>) {
 /// A Deployment of busybox pods serving `hello from <pod name>` on port 8080, with the
 /// node-lifecycle tolerations shortened to 10 s (a lost node's pods are replaced soon).
 ///
-/// Each pod requests 100m cpu, as much as CoreDNS on the main node: deckhand-scheduler spreads by
-/// its least-allocated and balanced-allocation scores only (no pod topology spread, no inter-pod
-/// anti-affinity yet), and with tiny requests every empty extra node outscores the main node for
-/// all 6 replicas (seen: 10m requests put 4 on dh-node-3, 2 on dh-node-2, none on the main node).
+/// Each pod requests 100m cpu, as much as CoreDNS on the main node. The spreading comes from
+/// PodTopologySpread's system defaults (the pods' ReplicaSet selects them: hostname, maxSkew 3,
+/// ScheduleAnyway) with the least-allocated and balanced-allocation scores; before deckhand-scheduler
+/// had topology spreading, 10m requests put 4 on dh-node-3, 2 on dh-node-2 and none on the main
+/// node.
 fn deployment(name: &str, replicas: i32) -> Deployment {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "apps/v1",

@@ -29,6 +29,7 @@ pub mod cache;
 pub mod events;
 pub mod filters;
 pub mod leader;
+pub mod listers;
 pub mod nodeinfo;
 pub mod preemption;
 pub mod queue;
@@ -36,7 +37,6 @@ pub mod resources;
 pub mod runner;
 pub mod schedule_one;
 pub mod scores;
-pub mod spread_sources;
 pub mod taints;
 pub mod topology_spread;
 

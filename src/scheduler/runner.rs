@@ -7,17 +7,14 @@
 use super::cache::Cache;
 use super::events::{self, Recorder};
 use super::filters::{run_filters, SchedPod};
+use super::listers::{start as start_listers, Listers};
 use super::nodeinfo::PodAccount;
 use super::preemption::{Candidate, Nominator, Pdb};
 use super::queue::{QueuedPod, SchedulingQueue};
 use super::schedule_one::{schedule, ScheduleError, SearchState};
-use super::spread_sources::watch_selectors;
-use super::topology_spread::{
-    default_selector, pod_change_may_help, SpreadConstraints, SpreadSources,
-};
+use super::topology_spread::{default_selector, pod_change_may_help, SpreadConstraints};
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -66,7 +63,7 @@ struct Shared {
     wake: Notify,
     recorder: Recorder,
     /// Selectors of Services and controllers, for default topology spreading.
-    spread_sources: Arc<Mutex<SpreadSources>>,
+    listers: Arc<Mutex<Listers>>,
 }
 
 fn uid_of(pod: &Pod) -> String {
@@ -607,41 +604,24 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
         }),
         wake: Notify::new(),
         recorder,
-        spread_sources: Arc::new(Mutex::new(SpreadSources::default())),
+        listers: Arc::new(Mutex::new(Listers::default())),
     });
     let (nodes_tx, mut nodes_rx) = watch::channel(false);
     let (pods_tx, mut pods_rx) = watch::channel(false);
     let (pdbs_tx, mut pdbs_rx) = watch::channel(false);
-    let [services, rcs, rss, sss] = std::array::from_fn(|_| watch::channel(false));
-    let (client, sources) = (shared.client.clone(), shared.spread_sources.clone());
-    let watchers = [
+    let (lister_tasks, listers_synced) =
+        start_listers(shared.client.clone(), shared.listers.clone());
+    let mut watchers = vec![
         tokio::spawn(watch_nodes(shared.clone(), nodes_tx)),
         tokio::spawn(watch_pods(shared.clone(), pods_tx)),
         tokio::spawn(watch_pdbs(shared.clone(), pdbs_tx)),
-        tokio::spawn(watch_selectors::<Service>(
-            client.clone(),
-            sources.clone(),
-            services.0,
-        )),
-        tokio::spawn(watch_selectors::<ReplicationController>(
-            client.clone(),
-            sources.clone(),
-            rcs.0,
-        )),
-        tokio::spawn(watch_selectors::<ReplicaSet>(
-            client.clone(),
-            sources.clone(),
-            rss.0,
-        )),
-        tokio::spawn(watch_selectors::<StatefulSet>(client, sources, sss.0)),
     ];
+    watchers.extend(lister_tasks);
     let synced = async {
         let _ = nodes_rx.wait_for(|s| *s).await;
         let _ = pods_rx.wait_for(|s| *s).await;
         let _ = pdbs_rx.wait_for(|s| *s).await;
-        for mut rx in [services.1, rcs.1, rss.1, sss.1] {
-            let _ = rx.wait_for(|s| *s).await;
-        }
+        listers_synced.await;
     };
     tokio::select! {
         _ = cancel.cancelled() => {
@@ -689,7 +669,7 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
         }
         let mut sp = SchedPod::new(&pod);
         if !sp.spread.explicit {
-            let selector = default_selector(&pod, &shared.spread_sources.lock().unwrap());
+            let selector = default_selector(&pod, &shared.listers.lock().unwrap());
             sp.spread = SpreadConstraints::system_defaults(selector);
         }
         let started = Instant::now();

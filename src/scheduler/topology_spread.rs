@@ -14,12 +14,13 @@
 //!   StatefulSet or ReplicationController select ([`default_selector`]).
 //!
 //! Everything here is pure: the constraints come from the pod and the selectors the scheduler
-//! keeps of Services and controllers ([`SpreadSources`]); counts come from the cache snapshot.
+//! keeps of Services and controllers ([`Listers`]); counts come from the cache snapshot.
 //! Not carried over: nominated pods are not counted in the filter's domain counts (kube-scheduler
 //! adds them through the PreFilter extensions); preemption does count the victims it removes
 //! ([`FilterState::with_node`]).
 
 use super::filters::{plugin, Code, Rejection, SchedPod};
+use super::listers::Listers;
 use super::nodeinfo::NodeInfo;
 use super::scores::MAX_NODE_SCORE;
 use super::taints::first_untolerated;
@@ -236,21 +237,10 @@ impl SpreadConstraints {
     }
 }
 
-/// The selectors kube-scheduler's default spreading reads, by namespace and name: Services'
-/// `spec.selector`, ReplicationControllers' `spec.selector`, ReplicaSets' and StatefulSets'
-/// `spec.selector`.
-#[derive(Debug, Clone, Default)]
-pub struct SpreadSources {
-    pub services: BTreeMap<(String, String), BTreeMap<String, String>>,
-    pub replication_controllers: BTreeMap<(String, String), BTreeMap<String, String>>,
-    pub replica_sets: BTreeMap<(String, String), LabelSelector>,
-    pub stateful_sets: BTreeMap<(String, String), LabelSelector>,
-}
-
 /// `helper.DefaultSelector`: the labels of every Service in the pod's namespace whose selector
 /// matches the pod, plus the selector of the pod's controller when it is a ReplicationController,
 /// ReplicaSet or StatefulSet (looked up by name).
-pub fn default_selector(pod: &Pod, sources: &SpreadSources) -> Selector {
+pub fn default_selector(pod: &Pod, sources: &Listers) -> Selector {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     let mut set: BTreeMap<String, String> = BTreeMap::new();

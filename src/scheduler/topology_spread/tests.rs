@@ -167,7 +167,7 @@ fn constraints_split_by_action_with_api_defaults_and_match_label_keys() {
 
 #[test]
 fn default_selector_merges_services_and_the_controllers_selector() {
-    let mut src = SpreadSources::default();
+    let mut src = Listers::default();
     let k = |ns: &str, n: &str| (ns.to_string(), n.to_string());
     src.services
         .insert(k("ns", "web"), labels(json!({"app": "web"})));

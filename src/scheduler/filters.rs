@@ -34,6 +34,7 @@ pub mod plugin {
     pub const NODE_PORTS: &str = "NodePorts";
     pub const NODE_RESOURCES_FIT: &str = "NodeResourcesFit";
     pub const POD_TOPOLOGY_SPREAD: &str = "PodTopologySpread";
+    pub const INTER_POD_AFFINITY: &str = "InterPodAffinity";
 }
 
 /// Status codes of a rejection (`fwk.Code`): `Unschedulable` may be resolved by preempting pods
@@ -91,6 +92,12 @@ pub struct SchedPod {
     /// Topology spread constraints: the pod's own; the runner sets the system defaults for a pod
     /// without any ([`super::topology_spread::SpreadConstraints::system_defaults`]).
     pub spread: super::topology_spread::SpreadConstraints,
+    /// Pod affinity and anti-affinity; the runner resolves namespace selectors
+    /// ([`super::interpod_affinity::PodAffinityTerms::resolved`]).
+    pub pod_affinity: Option<std::sync::Arc<super::interpod_affinity::PodAffinityTerms>>,
+    /// The labels of the pod's namespace (set by the runner), which placed pods' namespace
+    /// selectors match.
+    pub namespace_labels: std::collections::BTreeMap<String, String>,
 }
 
 impl SchedPod {
@@ -120,6 +127,8 @@ impl SchedPod {
                 .and_then(|s| s.nominated_node_name.clone())
                 .filter(|n| !n.is_empty()),
             spread: super::topology_spread::SpreadConstraints::of(pod),
+            pod_affinity: super::interpod_affinity::PodAffinityTerms::of(pod),
+            namespace_labels: Default::default(),
         }
     }
 }

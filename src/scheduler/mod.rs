@@ -14,6 +14,8 @@
 //! | score plugins (pure) | `noderesources` least-allocated and balanced, `nodeaffinity`, `tainttoleration` | [`scores`] |
 //! | one attempt: filter, score, select, the failure message | `schedule_one.go`, `FitError` | [`schedule_one`] |
 //! | topology spread: filter, score, system defaults | `podtopologyspread`, `helper/spread.go` | [`topology_spread`] |
+//! | pod affinity and anti-affinity: filter, score | `interpodaffinity` | [`interpod_affinity`] |
+//! | Services', controllers' selectors, Namespaces' labels | the plugins' listers | [`listers`] |
 //! | preemption: victims, PDBs, node choice, nominated pods | `defaultpreemption`, `framework/preemption`, `PodNominator` | [`preemption`] |
 //! | active / back-off / unschedulable queue | `backend/queue` | [`queue`] |
 //! | events.k8s.io events | `client-go/tools/events` | [`events`] |
@@ -21,13 +23,14 @@
 //! | watches, the scheduling loop, binding, status | `scheduler.go`, `eventhandlers.go`, `DefaultBinder` | [`runner`] |
 //!
 //! Filters and scores are pure functions over a snapshot of the cache; the loop around them is
-//! thin. Not implemented (kube-scheduler defaults that are): inter-pod affinity, image locality,
-//! volume plugins, dynamic resources, extenders, multiple profiles.
+//! thin. Not implemented (kube-scheduler defaults that are): image locality, volume plugins,
+//! dynamic resources, extenders, multiple profiles.
 
 pub mod affinity;
 pub mod cache;
 pub mod events;
 pub mod filters;
+pub mod interpod_affinity;
 pub mod leader;
 pub mod listers;
 pub mod nodeinfo;

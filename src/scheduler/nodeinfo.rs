@@ -129,6 +129,8 @@ pub struct PodAccount {
     pub terminating_by_preemption: bool,
     /// `deletionTimestamp` is set: topology spreading does not count the pod (k/k #87621).
     pub terminating: bool,
+    /// Pod affinity and anti-affinity terms (InterPodAffinity), `None` for most pods.
+    pub affinity: Option<Arc<super::interpod_affinity::PodAffinityTerms>>,
 }
 
 impl PodAccount {
@@ -157,6 +159,7 @@ impl PodAccount {
                 .map(|t| t.0),
             terminating_by_preemption: by_preemption,
             terminating: pod.metadata.deletion_timestamp.is_some(),
+            affinity: super::interpod_affinity::PodAffinityTerms::of(pod),
         }
     }
 }

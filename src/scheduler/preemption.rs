@@ -9,6 +9,7 @@
 //! so the room it made is not taken by the pods it displaced.
 
 use super::filters::{run_filters, Code, Rejection, SchedPod};
+use super::interpod_affinity;
 use super::nodeinfo::{NodeInfo, PodAccount};
 use super::schedule_one::FitError;
 use super::topology_spread::FilterState;
@@ -314,11 +315,14 @@ pub fn select_victims_on_node(
     nominator: &Nominator,
     pdbs: &[Pdb],
     spread: &FilterState,
+    pod_affinity: &interpod_affinity::FilterState,
 ) -> Result<(Vec<Victim>, usize), Rejection> {
-    // the filters, and PodTopologySpread with the node's counts as they are in `trial`
+    // the filters, and PodTopologySpread and InterPodAffinity with the node's counts as they are
+    // in `trial`
     let fits = |trial: &NodeInfo| {
         run_filters_with_nominated(pod, trial, nominator)
             .or_else(|| spread.with_node(pod, ni, trial).filter(pod, trial))
+            .or_else(|| pod_affinity.with_node(pod, ni, trial).filter(pod, trial))
     };
     let mut potential: Vec<(&str, &PodAccount)> = ni
         .pods()
@@ -480,6 +484,7 @@ pub fn preempt(
     let mut statuses: Vec<(String, Rejection)> = Vec::new();
     let (mut non_violating, mut violating): (Vec<Candidate>, Vec<Candidate>) = Default::default();
     let spread = FilterState::new(pod, nodes);
+    let pod_affinity = interpod_affinity::FilterState::new(pod, nodes);
     if !potential.is_empty() {
         // DryRunPreemption from a random offset, until enough candidates are found
         let want = num_preemption_candidates(potential.len());
@@ -489,7 +494,7 @@ pub fn preempt(
                 break;
             }
             let ni = potential[(offset + i) % potential.len()];
-            match select_victims_on_node(pod, ni, nominator, pdbs, &spread) {
+            match select_victims_on_node(pod, ni, nominator, pdbs, &spread, &pod_affinity) {
                 Ok((victims, _)) if victims.is_empty() => statuses.push((
                     ni.name.clone(),
                     Rejection {

@@ -7,6 +7,7 @@
 use super::cache::Cache;
 use super::events::{self, Recorder};
 use super::filters::{run_filters, SchedPod};
+use super::interpod_affinity;
 use super::listers::{start as start_listers, Listers};
 use super::nodeinfo::PodAccount;
 use super::preemption::{Candidate, Nominator, Pdb};
@@ -185,7 +186,10 @@ impl Shared {
             st.queue.delete(&uid);
             // a new or terminating pod changes the counts of topology spreading
             let counts_changed = before.is_none() || pod.metadata.deletion_timestamp.is_some();
-            let helps = |qp: &QueuedPod| pod_change_may_help(&qp.pod, &pod);
+            let helps = |qp: &QueuedPod| {
+                pod_change_may_help(&qp.pod, &pod)
+                    || interpod_affinity::pod_change_may_help(&qp.pod, &pod)
+            };
             if counts_changed && st.queue.unschedulable().any(helps) {
                 st.queue.move_unschedulable(now, helps);
                 self.wake.notify_one();
@@ -668,9 +672,16 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
             continue;
         }
         let mut sp = SchedPod::new(&pod);
-        if !sp.spread.explicit {
-            let selector = default_selector(&pod, &shared.listers.lock().unwrap());
-            sp.spread = SpreadConstraints::system_defaults(selector);
+        {
+            let listers = shared.listers.lock().unwrap();
+            if !sp.spread.explicit {
+                sp.spread = SpreadConstraints::system_defaults(default_selector(&pod, &listers));
+            }
+            if let Some(terms) = &sp.pod_affinity {
+                sp.pod_affinity = Some(Arc::new(terms.resolved(&listers.namespaces)));
+            }
+            let ns = sp.namespace.clone();
+            sp.namespace_labels = listers.namespaces.get(&ns).cloned().unwrap_or_default();
         }
         let started = Instant::now();
         let result = {

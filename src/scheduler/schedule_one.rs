@@ -12,6 +12,7 @@
 //! message then has no `preemption:` part, as kube-scheduler's), or its message is appended.
 
 use super::filters::{plugin, Code, Rejection, SchedPod, ERR_AFFINITY_CONFLICT};
+use super::interpod_affinity;
 use super::nodeinfo::NodeInfo;
 use super::preemption::{self, run_filters_with_nominated, Candidate, Nominator, Pdb};
 use super::scores::{score_nodes, select_host};
@@ -206,8 +207,9 @@ pub fn schedule(
         )],
     });
 
-    // PodTopologySpread's PreFilter counts over every node of the snapshot
+    // PodTopologySpread's and InterPodAffinity's PreFilters count over every node of the snapshot
     let spread = FilterState::new(pod, nodes);
+    let pod_affinity = interpod_affinity::FilterState::new(pod, nodes);
     let to_find = num_feasible_nodes_to_find(candidates.len());
     let mut feasible: Vec<&NodeInfo> = Vec::with_capacity(to_find.min(candidates.len()));
     let mut statuses: Vec<(String, Rejection)> = Vec::new();
@@ -217,8 +219,9 @@ pub fn schedule(
             break;
         }
         let ni = candidates[(start + i) % candidates.len()];
-        let rejection =
-            run_filters_with_nominated(pod, ni, nominator).or_else(|| spread.filter(pod, ni));
+        let rejection = run_filters_with_nominated(pod, ni, nominator)
+            .or_else(|| spread.filter(pod, ni))
+            .or_else(|| pod_affinity.filter(pod, ni));
         match rejection {
             None => feasible.push(ni),
             Some(r) => statuses.push((ni.name.clone(), r)),

@@ -2,12 +2,13 @@
 //! kube-scheduler's formulas, normalisations and default weights (k/k
 //! `pkg/scheduler/framework/plugins/noderesources/{least_allocated,balanced_allocation}.go`,
 //! `nodeaffinity`, `tainttoleration`, `helper/normalize_score.go`, `apis/config/v1/default_plugins.go`;
-//! PodTopologySpread's score is in [`super::topology_spread`]).
+//! PodTopologySpread's and InterPodAffinity's scores are in [`super::topology_spread`] and
+//! [`super::interpod_affinity`]).
 
 use super::filters::SchedPod;
 use super::nodeinfo::NodeInfo;
 use super::taints::intolerable_prefer_no_schedule;
-use super::topology_spread;
+use super::{interpod_affinity, topology_spread};
 use rand::Rng;
 
 /// The highest score a plugin gives a node (`fwk.MaxNodeScore`).
@@ -19,6 +20,7 @@ pub const WEIGHT_NODE_AFFINITY: i64 = 2;
 pub const WEIGHT_NODE_RESOURCES_FIT: i64 = 1;
 pub const WEIGHT_BALANCED_ALLOCATION: i64 = 1;
 pub const WEIGHT_POD_TOPOLOGY_SPREAD: i64 = 2;
+pub const WEIGHT_INTER_POD_AFFINITY: i64 = 2;
 
 fn least_requested(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
@@ -138,7 +140,9 @@ pub fn default_normalize(scores: &mut [i64], reverse: bool) {
 /// Weighted total score of each feasible node (same order as `nodes`); `all` is the whole
 /// snapshot, over which topology spreading counts the pods.
 pub fn score_nodes(pod: &SchedPod, nodes: &[&NodeInfo], all: &[&NodeInfo]) -> Vec<i64> {
-    let spread = topology_spread::scores(pod, nodes, all).unwrap_or_else(|| vec![0; nodes.len()]);
+    let zeros = || vec![0; nodes.len()];
+    let spread = topology_spread::scores(pod, nodes, all).unwrap_or_else(zeros);
+    let pod_affinity = interpod_affinity::scores(pod, nodes, all).unwrap_or_else(zeros);
     let mut taint: Vec<i64> = nodes.iter().map(|n| taint_toleration(pod, n)).collect();
     default_normalize(&mut taint, true);
     let mut affinity: Vec<i64> = if pod.preferred.is_empty() {
@@ -156,6 +160,7 @@ pub fn score_nodes(pod: &SchedPod, nodes: &[&NodeInfo], all: &[&NodeInfo]) -> Ve
                 + WEIGHT_NODE_RESOURCES_FIT * least_allocated(pod, n)
                 + WEIGHT_BALANCED_ALLOCATION * balanced_allocation(pod, n).unwrap_or(0)
                 + WEIGHT_POD_TOPOLOGY_SPREAD * spread[i]
+                + WEIGHT_INTER_POD_AFFINITY * pod_affinity[i]
         })
         .collect()
 }

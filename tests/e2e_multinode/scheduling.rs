@@ -288,3 +288,62 @@ async fn pods_with_the_same_host_port_go_to_different_nodes_and_a_fourth_waits()
     assert_eq!(wait_bound(&api, "hp-3").await, freed);
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn anti_affine_replicas_take_one_node_each_and_a_fourth_waits() {
+    let _serial = serial().await;
+    let client = client().await;
+    let nodes = ready_nodes(&client).await;
+    assert_eq!(
+        nodes.len(),
+        3,
+        "this test wants exactly 3 Ready nodes (NODES=3): {nodes:?}"
+    );
+    let ns = TestNs::new(&client, "antiaffinity").await;
+    wait_schedulable(&client, &nodes).await;
+    let api = ns.pods();
+    let spec = serde_json::json!({"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {"app": "solo"}}}]}}});
+    for i in 0..3 {
+        let p = unbound_pod(
+            &format!("solo-{i}"),
+            serde_json::json!({"app": "solo"}),
+            spec.clone(),
+        );
+        api.create(&PostParams::default(), &p)
+            .await
+            .expect("creating a pod");
+    }
+    let mut placed = BTreeSet::new();
+    for i in 0..3 {
+        placed.insert(wait_bound(&api, &format!("solo-{i}")).await);
+    }
+    assert_eq!(placed, nodes, "one pod per node");
+    let p = unbound_pod("solo-3", serde_json::json!({"app": "solo"}), spec);
+    api.create(&PostParams::default(), &p)
+        .await
+        .expect("creating a pod");
+    assert_eq!(
+        wait_unschedulable(&api, "solo-3").await,
+        "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: 0/3 \
+         nodes are available: 3 No preemption victims found for incoming pod.",
+        "kube-scheduler's message"
+    );
+    // a pod that must sit next to one of them lands on that one's node
+    let target = wait_bound(&api, "solo-1").await;
+    let near = unbound_pod(
+        "near-1",
+        serde_json::json!({"app": "near"}),
+        serde_json::json!({"affinity": {"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname",
+                "labelSelector": {"matchLabels": {"app": "solo"}}}]},
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [target.clone()]}]}]}}}}),
+    );
+    api.create(&PostParams::default(), &near)
+        .await
+        .expect("creating a pod");
+    assert_eq!(wait_bound(&api, "near-1").await, target);
+    ns.delete().await;
+}

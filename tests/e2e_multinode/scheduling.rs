@@ -330,16 +330,16 @@ async fn anti_affine_replicas_take_one_node_each_and_a_fourth_waits() {
          nodes are available: 3 No preemption victims found for incoming pod.",
         "kube-scheduler's message"
     );
-    // a pod that must sit next to one of them lands on that one's node
+    // a pod that must sit next to one of them (relabelled to be told apart) lands on its node
     let target = wait_bound(&api, "solo-1").await;
+    let out = kubectl_raw(&["-n", &ns.name, "label", "pod", "solo-1", "pick=me"]);
+    assert!(out.status.success(), "labelling solo-1: {}", out.stderr);
     let near = unbound_pod(
         "near-1",
         serde_json::json!({"app": "near"}),
         serde_json::json!({"affinity": {"podAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname",
-                "labelSelector": {"matchLabels": {"app": "solo"}}}]},
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [target.clone()]}]}]}}}}),
+                "labelSelector": {"matchLabels": {"pick": "me"}}}]}}}),
     );
     api.create(&PostParams::default(), &near)
         .await

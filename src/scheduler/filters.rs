@@ -133,14 +133,6 @@ impl SchedPod {
     }
 }
 
-fn taints(ni: &NodeInfo) -> &[Taint] {
-    ni.node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_deref())
-        .unwrap_or_default()
-}
-
 /// NodeUnschedulable: a cordoned node (`spec.unschedulable`) takes only pods that tolerate the
 /// `node.kubernetes.io/unschedulable:NoSchedule` taint.
 pub fn node_unschedulable(pod: &SchedPod, ni: &NodeInfo) -> Option<Rejection> {
@@ -177,7 +169,7 @@ pub fn node_name(pod: &SchedPod, ni: &NodeInfo) -> Option<Rejection> {
 /// TaintToleration: every NoSchedule and NoExecute taint of the node (including the node
 /// lifecycle controller's `not-ready` and `unreachable` taints) must be tolerated.
 pub fn taint_toleration(pod: &SchedPod, ni: &NodeInfo) -> Option<Rejection> {
-    first_untolerated(taints(ni), &pod.tolerations).map(|_| {
+    first_untolerated(ni.taints(), &pod.tolerations).map(|_| {
         Rejection::new(
             plugin::TAINT_TOLERATION,
             Code::UnschedulableAndUnresolvable,

@@ -172,13 +172,8 @@ impl PodAffinityTerms {
 type TopologyPair = (String, String);
 type Counts = HashMap<TopologyPair, i64>;
 
-fn node_labels(ni: &NodeInfo) -> &BTreeMap<String, String> {
-    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
-    ni.node.metadata.labels.as_ref().unwrap_or(&EMPTY)
-}
-
 fn add(counts: &mut Counts, ni: &NodeInfo, key: &str, n: i64) {
-    if let Some(v) = node_labels(ni).get(key) {
+    if let Some(v) = ni.labels().get(key) {
         *counts.entry((key.to_string(), v.clone())).or_insert(0) += n;
     }
 }
@@ -272,7 +267,7 @@ impl FilterState {
                 reasons: vec![reason.to_string()],
             })
         };
-        let labels = node_labels(ni);
+        let labels = ni.labels();
         let own = pod.pod_affinity.as_deref();
         let pair = |key: &str| labels.get(key).map(|v| (key.to_string(), v.clone()));
         // satisfyPodAffinity
@@ -327,7 +322,7 @@ pub fn scores(pod: &SchedPod, feasible: &[&NodeInfo], all: &[&NodeInfo]) -> Opti
     let mut any = false;
     let own = pod.pod_affinity.as_deref();
     for ni in all {
-        let labels = node_labels(ni);
+        let labels = ni.labels();
         if labels.is_empty() {
             continue;
         }
@@ -382,7 +377,7 @@ pub fn scores(pod: &SchedPod, feasible: &[&NodeInfo], all: &[&NodeInfo]) -> Opti
     let raw: Vec<i64> = feasible
         .iter()
         .map(|ni| {
-            let labels = node_labels(ni);
+            let labels = ni.labels();
             topology
                 .iter()
                 .filter_map(|(k, values)| values.get(labels.get(k)?))

@@ -181,6 +181,21 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
+    /// The node's labels.
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        self.node.metadata.labels.as_ref().unwrap_or(&EMPTY)
+    }
+
+    /// The node's `spec.taints`.
+    pub fn taints(&self) -> &[k8s_openapi::api::core::v1::Taint] {
+        self.node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default()
+    }
+
     pub fn new(node: Arc<Node>) -> Self {
         Self {
             name: node.metadata.name.clone().unwrap_or_default(),

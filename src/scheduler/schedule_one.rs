@@ -275,6 +275,34 @@ fn post_filter(
     }
 }
 
+/// [`schedule`] with no nominated pods, no PodDisruptionBudgets and a fresh search: what most
+/// tests of the plugins need.
+#[cfg(test)]
+pub(crate) fn schedule_fresh(
+    pod: &SchedPod,
+    nodes: &[NodeInfo],
+) -> Result<Placement, ScheduleError> {
+    let refs: Vec<&NodeInfo> = nodes.iter().collect();
+    schedule(
+        pod,
+        &refs,
+        &Nominator::new(),
+        &[],
+        &mut SearchState::default(),
+        &mut rand::rng(),
+    )
+}
+
+/// The node and victims (by name) preemption chooses for a pod that fits nowhere.
+#[cfg(test)]
+pub(crate) fn preemption_victims(pod: &SchedPod, nodes: &[NodeInfo]) -> (String, Vec<String>) {
+    let Err(ScheduleError::Fit(fe)) = schedule_fresh(pod, nodes) else {
+        panic!("the pod fits no node")
+    };
+    let c = fe.preemption.expect("preemption finds a candidate");
+    (c.node, c.victims.into_iter().map(|v| v.name).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,15 +345,7 @@ mod tests {
     }
 
     fn run(p: &SchedPod, nodes: &[NodeInfo]) -> Result<Placement, ScheduleError> {
-        let refs: Vec<&NodeInfo> = nodes.iter().collect();
-        schedule(
-            p,
-            &refs,
-            &Nominator::new(),
-            &[],
-            &mut SearchState::default(),
-            &mut rand::rng(),
-        )
+        schedule_fresh(p, nodes)
     }
 
     fn msg(p: &SchedPod, nodes: &[NodeInfo]) -> String {

@@ -112,13 +112,7 @@ pub fn node_affinity(pod: &SchedPod, ni: &NodeInfo) -> i64 {
 /// TaintToleration's raw score: the number of intolerable PreferNoSchedule taints (reversed by
 /// normalisation: fewer is better).
 pub fn taint_toleration(pod: &SchedPod, ni: &NodeInfo) -> i64 {
-    let taints = ni
-        .node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_deref())
-        .unwrap_or_default();
-    intolerable_prefer_no_schedule(taints, &pod.tolerations)
+    intolerable_prefer_no_schedule(ni.taints(), &pod.tolerations)
 }
 
 /// `helper.DefaultNormalizeScore`: scales to 0..=100 by the maximum; `reverse` flips it. All-zero

@@ -307,13 +307,8 @@ pub fn pod_change_may_help(waiting: &Pod, changed: &Pod) -> bool {
         .any(|c| c.selector.matches(&labels))
 }
 
-fn node_labels(ni: &NodeInfo) -> &BTreeMap<String, String> {
-    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
-    ni.node.metadata.labels.as_ref().unwrap_or(&EMPTY)
-}
-
 fn has_all_keys(ni: &NodeInfo, constraints: &[Constraint]) -> bool {
-    let labels = node_labels(ni);
+    let labels = ni.labels();
     constraints
         .iter()
         .all(|c| labels.contains_key(&c.topology_key))
@@ -324,16 +319,8 @@ fn node_included(c: &Constraint, pod: &SchedPod, ni: &NodeInfo) -> bool {
     if c.honor_node_affinity && !pod.required.matches(&ni.node) {
         return false;
     }
-    if c.honor_node_taints {
-        let taints = ni
-            .node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or_default();
-        if first_untolerated(taints, &pod.tolerations).is_some() {
-            return false;
-        }
+    if c.honor_node_taints && first_untolerated(ni.taints(), &pod.tolerations).is_some() {
+        return false;
     }
     true
 }
@@ -381,7 +368,7 @@ impl FilterState {
         if !has_all_keys(ni, cs) {
             return vec![None; cs.len()];
         }
-        let labels = node_labels(ni);
+        let labels = ni.labels();
         cs.iter()
             .map(|c| {
                 node_included(c, pod, ni).then(|| {
@@ -422,7 +409,7 @@ impl FilterState {
 
     /// `Filter`: `None` when the node keeps every hard constraint's skew.
     pub fn filter(&self, pod: &SchedPod, ni: &NodeInfo) -> Option<Rejection> {
-        let labels = node_labels(ni);
+        let labels = ni.labels();
         for (i, c) in pod.spread.hard.iter().enumerate() {
             let Some(value) = labels.get(&c.topology_key) else {
                 return Some(Rejection {
@@ -466,7 +453,7 @@ pub fn scores(pod: &SchedPod, feasible: &[&NodeInfo], all: &[&NodeInfo]) -> Opti
         .iter()
         .filter(|ni| !ignored.contains(ni.name.as_str()))
     {
-        let labels = node_labels(ni);
+        let labels = ni.labels();
         for (i, c) in cs.iter().enumerate() {
             if c.topology_key != LABEL_HOSTNAME {
                 let v = labels.get(&c.topology_key).cloned().unwrap_or_default();
@@ -490,7 +477,7 @@ pub fn scores(pod: &SchedPod, feasible: &[&NodeInfo], all: &[&NodeInfo]) -> Opti
         if require_all && !has_all_keys(ni, cs) {
             continue;
         }
-        let labels = node_labels(ni);
+        let labels = ni.labels();
         for (i, c) in cs.iter().enumerate() {
             if !node_included(c, pod, ni) {
                 continue;
@@ -507,7 +494,7 @@ pub fn scores(pod: &SchedPod, feasible: &[&NodeInfo], all: &[&NodeInfo]) -> Opti
             if ignored.contains(ni.name.as_str()) {
                 return None;
             }
-            let labels = node_labels(ni);
+            let labels = ni.labels();
             let mut score = 0f64;
             for (i, c) in cs.iter().enumerate() {
                 let Some(v) = labels.get(&c.topology_key) else {

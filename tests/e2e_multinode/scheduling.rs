@@ -26,6 +26,29 @@ impl Drop for NodeChanges {
     }
 }
 
+/// The cluster a test here runs on: three Ready nodes, held for this test alone.
+struct Cluster {
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+    client: kube::Client,
+    nodes: BTreeSet<String>,
+}
+
+async fn three_nodes() -> Cluster {
+    let _serial = serial().await;
+    let client = client().await;
+    let nodes = ready_nodes(&client).await;
+    assert_eq!(
+        nodes.len(),
+        3,
+        "this test wants exactly 3 Ready nodes (NODES=3): {nodes:?}"
+    );
+    Cluster {
+        _serial,
+        client,
+        nodes,
+    }
+}
+
 /// A busybox pod that sleeps, not bound to a node, with `spec` merged over the defaults.
 fn unbound_pod(name: &str, labels: serde_json::Value, spec: serde_json::Value) -> Pod {
     let mut s = serde_json::json!({
@@ -102,14 +125,11 @@ async fn wait_unschedulable(api: &Api<Pod>, name: &str) -> String {
 
 #[tokio::test]
 async fn a_hard_spread_constraint_puts_two_of_six_on_each_of_three_nodes() {
-    let _serial = serial().await;
-    let client = client().await;
-    let nodes = ready_nodes(&client).await;
-    assert_eq!(
-        nodes.len(),
-        3,
-        "this test wants exactly 3 Ready nodes (NODES=3): {nodes:?}"
-    );
+    let Cluster {
+        _serial,
+        client,
+        nodes,
+    } = three_nodes().await;
     let ns = TestNs::new(&client, "spread").await;
     wait_schedulable(&client, &nodes).await;
     let api = ns.pods();
@@ -169,14 +189,11 @@ async fn a_hard_spread_constraint_puts_two_of_six_on_each_of_three_nodes() {
 
 #[tokio::test]
 async fn node_selectors_and_taints_steer_pods_to_different_nodes() {
-    let _serial = serial().await;
-    let client = client().await;
-    let nodes = ready_nodes(&client).await;
-    assert_eq!(
-        nodes.len(),
-        3,
-        "this test wants exactly 3 Ready nodes (NODES=3): {nodes:?}"
-    );
+    let Cluster {
+        _serial,
+        client,
+        nodes,
+    } = three_nodes().await;
     let extra: Vec<&String> = nodes.iter().filter(|n| n.starts_with("dh-node-")).collect();
     let (tainted, labelled) = (extra[0].as_str(), extra[1].as_str());
     let mut changes = NodeChanges(Vec::new());
@@ -241,14 +258,11 @@ async fn node_selectors_and_taints_steer_pods_to_different_nodes() {
 
 #[tokio::test]
 async fn pods_with_the_same_host_port_go_to_different_nodes_and_a_fourth_waits() {
-    let _serial = serial().await;
-    let client = client().await;
-    let nodes = ready_nodes(&client).await;
-    assert_eq!(
-        nodes.len(),
-        3,
-        "this test wants exactly 3 Ready nodes (NODES=3): {nodes:?}"
-    );
+    let Cluster {
+        _serial,
+        client,
+        nodes,
+    } = three_nodes().await;
     let ns = TestNs::new(&client, "hostport").await;
     wait_schedulable(&client, &nodes).await;
     let api = ns.pods();
@@ -291,14 +305,11 @@ async fn pods_with_the_same_host_port_go_to_different_nodes_and_a_fourth_waits()
 
 #[tokio::test]
 async fn anti_affine_replicas_take_one_node_each_and_a_fourth_waits() {
-    let _serial = serial().await;
-    let client = client().await;
-    let nodes = ready_nodes(&client).await;
-    assert_eq!(
-        nodes.len(),
-        3,
-        "this test wants exactly 3 Ready nodes (NODES=3): {nodes:?}"
-    );
+    let Cluster {
+        _serial,
+        client,
+        nodes,
+    } = three_nodes().await;
     let ns = TestNs::new(&client, "antiaffinity").await;
     wait_schedulable(&client, &nodes).await;
     let api = ns.pods();

@@ -1,7 +1,6 @@
 use super::*;
 use crate::scheduler::nodeinfo::PodAccount;
-use crate::scheduler::preemption::Nominator;
-use crate::scheduler::schedule_one::{schedule, SearchState};
+use crate::scheduler::schedule_one::{preemption_victims, schedule_fresh};
 use serde_json::{json, Value};
 
 const HOST: &str = "kubernetes.io/hostname";
@@ -290,17 +289,7 @@ fn anti_affine_replicas_take_one_node_each_and_the_next_is_told_why_not() {
         node("b", host("b", None), vec![]),
         node("c", host("c", None), vec![web("w2")]),
     ];
-    let run = |nodes: &[NodeInfo]| {
-        let refs: Vec<&NodeInfo> = nodes.iter().collect();
-        schedule(
-            &p,
-            &refs,
-            &Nominator::new(),
-            &[],
-            &mut SearchState::default(),
-            &mut rand::rng(),
-        )
-    };
+    let run = |nodes: &[NodeInfo]| schedule_fresh(&p, nodes);
     assert_eq!(run(&nodes).unwrap().node, "b");
     nodes[1] = node("b", host("b", None), vec![web("w3")]);
     assert_eq!(
@@ -323,21 +312,7 @@ fn preemption_evicts_the_lower_priority_pod_an_anti_affinity_term_selects() {
             pod_obj("db", "ns", json!({"app": "db"}), Value::Null),
         ],
     )];
-    let refs: Vec<&NodeInfo> = nodes.iter().collect();
-    let err = schedule(
-        &p,
-        &refs,
-        &Nominator::new(),
-        &[],
-        &mut SearchState::default(),
-        &mut rand::rng(),
-    )
-    .unwrap_err();
-    let crate::scheduler::schedule_one::ScheduleError::Fit(fe) = err else {
-        panic!("a fit error")
-    };
-    let c = fe.preemption.expect("a candidate");
-    let victims: Vec<&str> = c.victims.iter().map(|v| v.name.as_str()).collect();
+    let (_, victims) = preemption_victims(&p, &nodes);
     assert_eq!(victims, vec!["w1"]);
 }
 

@@ -1,7 +1,6 @@
 use super::*;
 use crate::scheduler::nodeinfo::PodAccount;
-use crate::scheduler::preemption::Nominator;
-use crate::scheduler::schedule_one::{schedule, SearchState};
+use crate::scheduler::schedule_one::{preemption_victims, schedule_fresh};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -431,35 +430,15 @@ fn scheduling_spreads_and_explains_a_spread_failure() {
         node("b", host("b", None), &web(0)),
         node("c", host("c", None), &web(1)),
     ];
-    let refs: Vec<&NodeInfo> = nodes.iter().collect();
-    let run = |refs: &[&NodeInfo]| {
-        schedule(
-            &p,
-            refs,
-            &Nominator::new(),
-            &[],
-            &mut SearchState::default(),
-            &mut rand::rng(),
-        )
-    };
     for _ in 0..20 {
-        assert_eq!(run(&refs).unwrap().node, "b");
+        assert_eq!(schedule_fresh(&p, &nodes).unwrap().node, "b");
     }
     let p2 = spread_pod(json!([hard(LABEL_ZONE, 1, json!({"minDomains": 2}))]));
     let nodes = [
         node("a", host("a", Some("x")), &web(1)),
         node("b", host("b", None), &[]),
     ];
-    let refs: Vec<&NodeInfo> = nodes.iter().collect();
-    let err = schedule(
-        &p2,
-        &refs,
-        &Nominator::new(),
-        &[],
-        &mut SearchState::default(),
-        &mut rand::rng(),
-    )
-    .unwrap_err();
+    let err = schedule_fresh(&p2, &nodes).unwrap_err();
     assert!(
         err.message().starts_with(
             "0/2 nodes are available: 1 node(s) didn't match pod topology spread constraints, \
@@ -481,22 +460,8 @@ fn preemption_evicts_the_matching_pods_that_break_the_skew() {
     let mut pods = web(1);
     pods.push(("ns", json!({"app": "db"}), false));
     let nodes = [node("a", host("a", Some("x")), &pods)];
-    let refs: Vec<&NodeInfo> = nodes.iter().collect();
-    let err = schedule(
-        &p,
-        &refs,
-        &Nominator::new(),
-        &[],
-        &mut SearchState::default(),
-        &mut rand::rng(),
-    )
-    .unwrap_err();
-    let crate::scheduler::schedule_one::ScheduleError::Fit(fe) = err else {
-        panic!("a fit error")
-    };
-    let c = fe.preemption.expect("preemption finds a candidate");
-    assert_eq!(c.node, "a");
-    let victims: Vec<&str> = c.victims.iter().map(|v| v.name.as_str()).collect();
+    let (node, victims) = preemption_victims(&p, &nodes);
+    assert_eq!(node, "a");
     assert_eq!(victims, vec!["a-0"], "only the web pod, not the db pod");
 }
 

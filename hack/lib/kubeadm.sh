@@ -202,6 +202,7 @@ kubeadm_init() {
   name=$(node_name_of 1); dir="$NODES_STATE/$name"
   if [ -s "$dir/etc-kubernetes/admin.conf" ]; then
     log "$name: kubeadm init already done"
+    KUBEADM_REUSED=1
     [ -n "$(pid_of "$name-deckhand")" ] || kubeadm_start_deckhand 1
     return 0
   fi
@@ -298,8 +299,12 @@ cmd_up_kubeadm() {
   local t_ready=$((SECONDS - t0))
   ensure_guard_first
   kubeadm_wait_addons
-  echo "init=${t_init}s ready=${t_ready}s addons=$((SECONDS - t0))s" > "$KUBEADM_STATE/timings"
-  log "up (kubeadm): kubeadm init took ${t_init}s; kubeadm init -> $NODES node(s) Ready ${t_ready}s; -> kube-proxy and coredns ready $((SECONDS - t0))s"
+  if [ "${KUBEADM_REUSED:-0}" = 1 ]; then
+    log "up (kubeadm): the cluster of an earlier up is Ready (timings of its kubeadm init: $(cat "$KUBEADM_STATE/timings" 2>/dev/null))"
+  else
+    echo "init=${t_init}s ready=${t_ready}s addons=$((SECONDS - t0))s" > "$KUBEADM_STATE/timings"
+    log "up (kubeadm): kubeadm init took ${t_init}s; kubeadm init -> $NODES node(s) Ready ${t_ready}s; -> kube-proxy and coredns ready $((SECONDS - t0))s"
+  fi
   log "up: done in $((SECONDS - T0))s"
   cat <<EOF
 

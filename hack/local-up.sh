@@ -337,7 +337,7 @@ cmd_stop_containerd() {
 cmd_start_containerd() { step_containerd; }
 
 node_index_arg() {
-  [[ "${1:-}" =~ ^[0-9]+$ ]] && [ "$1" -ge 2 ] || die "$2: give the index of an extra node (2 for dh-node-2)"
+  [[ "${1:-}" =~ ^[0-9]+$ ]] && [ "$1" -ge 2 ] || { [ "$LOCAL_UP_MODE" = kubeadm ] && [[ "${1:-}" =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ]; } || die "$2: give the index of an extra node (2 for dh-node-2)"
   [ -n "$(node_holder "$1")" ] || die "$2: node $(node_name_of "$1") does not run (NODES=$1 or more: hack/local-up.sh up)"
 }
 
@@ -345,8 +345,14 @@ cmd_stop_node() { node_index_arg "${1:-}" stop-node; node_stop_deckhand "$1"; }
 
 cmd_start_node() {
   node_index_arg "${1:-}" start-node
-  NODES_JOIN_TOKEN=$(nodes_token)
-  node_deckhand "$1"
+  if [ "$LOCAL_UP_MODE" = kubeadm ]; then
+    # as systemd would start it again: the drop-in's command line
+    [ -n "$(pid_of "$(node_name_of "$1")-deckhand")" ] || kubeadm_start_deckhand "$1"
+    ADMIN_KUBECONFIG=$KUBEADM_ADMIN
+  else
+    NODES_JOIN_TOKEN=$(nodes_token)
+    node_deckhand "$1"
+  fi
   local name t; name=$(node_name_of "$1")
   for t in $(seq 1 "$DECKHAND_WAIT_TIMEOUT"); do
     [ "$(node_field "$name" '{.status.conditions[?(@.type=="Ready")].status}')" = True ] && { log "$name: Ready"; return 0; }

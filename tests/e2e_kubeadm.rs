@@ -129,3 +129,108 @@ fn kubeadm_cluster_runs_on_deckhand() {
         dep["status"]
     );
 }
+
+fn kubectl(args: &[&str], stdin: Option<&str>) -> (bool, String) {
+    use std::io::Write;
+    let admin = state().join("kubeadm/admin.conf");
+    let mut child =
+        Command::new(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("_output/bin/kubectl"))
+            .arg("--kubeconfig")
+            .arg(&admin)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("running kubectl");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Pods on two workers reach each other by pod IP, and the control-plane node's pods (CoreDNS)
+/// through the kube-dns Service (kube-proxy on every node, the harness's pod CIDR routes).
+#[test]
+#[ignore = "needs LOCAL_UP_MODE=kubeadm hack/local-up.sh up"]
+fn pods_on_different_nodes_reach_each_other_and_cluster_dns() {
+    let mode = std::fs::read_to_string(state().join("local-up-mode")).unwrap_or_default();
+    assert_eq!(mode.trim(), "kubeadm", "no kubeadm-mode cluster");
+    let ns = format!("e2e-kubeadm-{}", std::process::id());
+    assert!(kubectl(&["create", "namespace", &ns], None).0);
+    let pod = |name: &str, node: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - {{name: main, image: busybox, command: [sleep, '3600']}}\n"
+        )
+    };
+    let manifest = format!("{}---\n{}", pod("a", "dh-node-2"), pod("b", "dh-node-3"));
+    let (ok, out) = kubectl(&["apply", "-f", "-"], Some(&manifest));
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(
+        &[
+            "-n",
+            &ns,
+            "wait",
+            "--for=condition=Ready",
+            "pod/a",
+            "pod/b",
+            "--timeout=90s",
+        ],
+        None,
+    );
+    assert!(ok, "pods not Ready: {out}");
+    let (_, ip_b) = kubectl(
+        &[
+            "-n",
+            &ns,
+            "get",
+            "pod",
+            "b",
+            "-o",
+            "jsonpath={.status.podIP}",
+        ],
+        None,
+    );
+    let (ok, out) = kubectl(
+        &[
+            "-n", &ns, "exec", "a", "--", "ping", "-c", "2", "-W", "2", &ip_b,
+        ],
+        None,
+    );
+    let (ok2, dns) = kubectl(
+        &[
+            "-n",
+            &ns,
+            "exec",
+            "a",
+            "--",
+            "nslookup",
+            "kubernetes.default.svc.cluster.local",
+            "10.96.0.10",
+        ],
+        None,
+    );
+    kubectl(&["delete", "namespace", &ns, "--wait=false"], None);
+    assert!(
+        ok,
+        "pod a (dh-node-2) cannot ping pod b (dh-node-3) at {ip_b}: {out}"
+    );
+    assert!(
+        ok2 && dns.contains("10.96.0.1"),
+        "cluster DNS from dh-node-2: {dns}"
+    );
+}

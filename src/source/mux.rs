@@ -198,7 +198,7 @@ impl Merger {
     }
 
     /// Static pod UID → (its current mirror pod's UID, the mirror pod's status).
-    pub fn mirror_uids(&self) -> HashMap<String, (String, PodStatus)> {
+    pub fn mirror_uids(&self) -> HashMap<String, (String, PodStatus, Option<String>)> {
         self.statics
             .values()
             .filter_map(|s| {
@@ -211,6 +211,7 @@ impl Merger {
                         (
                             crate::pod::uid(m).to_string(),
                             m.status.clone().unwrap_or_default(),
+                            m.metadata.resource_version.clone(),
                         ),
                     )
                 })
@@ -228,9 +229,9 @@ fn delete_action(m: &Pod) -> MirrorAction {
     }
 }
 
-/// Static pod UID → (mirror pod UID, mirror pod status as last seen), shared with the status
-/// manager.
-pub type MirrorUids = Arc<Mutex<HashMap<String, (String, PodStatus)>>>;
+/// Static pod UID → (mirror pod UID, mirror pod status and resourceVersion as last seen),
+/// shared with the status manager.
+pub type MirrorUids = Arc<Mutex<HashMap<String, (String, PodStatus, Option<String>)>>>;
 
 /// What the merge task needs to manage mirror pods.
 pub struct MirrorContext {

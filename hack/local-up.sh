@@ -29,6 +29,11 @@
 #
 # Environment:
 #   NODE_NAME              node name (default: lowercased `hostname`)
+#   LOCAL_UP_MODE          unset: this cluster (the default, fast path of the tests); kubeadm:
+#                          a cluster made by `kubeadm init` in dh-node-1 and `kubeadm join` of
+#                          dh-node-2..N, every kubelet deckhand, nothing on the host but the
+#                          registries and the bridge (hack/lib/kubeadm.sh; README "A kubeadm
+#                          cluster on deckhand"). Recorded by up; down and status follow it
 #   NODES                  how many nodes (default 1: the main node only, as before). N >= 2
 #                          adds worker nodes dh-node-2 .. dh-node-N after the main node is up:
 #                          each its own network, mount, UTS and cgroup namespaces (node IP
@@ -112,7 +117,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts live in hack/lib/*.sh (each file says what it owns) and the Kubernetes objects applied
 # in hack/manifests/*.yaml; this file keeps the usage text, the subcommands and main.
-for lib in common processes network pki containerd containerd2 registry control-plane node nodes; do
+for lib in common processes network pki containerd containerd2 registry control-plane node nodes kubeadm; do
   # shellcheck source=/dev/null
   . "$ROOT/hack/lib/$lib.sh"
 done
@@ -192,6 +197,7 @@ cmd_down() {
     rm -rf --one-file-system "$DECKHAND_ROOT_DIR" "$CONTAINERD2_ROOT"
   fi
   rm -f "$CONTAINERD_MODE_FILE"
+  rm -rf "$KUBEADM_STATE" "$LOCAL_UP_MODE_FILE"
   rm -f "$OWNER_FILE"
   log "down: done (kept: PKI, kubeconfigs, built binaries$([ "$purge" = 1 ] || echo ", etcd and registry data"))"
 }
@@ -201,6 +207,11 @@ cmd_down() {
 # ---------------------------------------------------------------------------------------------
 cmd_status() {
   local rc=0 name pid check
+  if [ "$LOCAL_UP_MODE" = kubeadm ]; then
+    nodes_status
+    [ -s "$KUBEADM_ADMIN" ] && "$KUBECTL" --kubeconfig "$KUBEADM_ADMIN" get nodes -o wide 2>/dev/null || rc=1
+    return $rc
+  fi
   for name in etcd kube-apiserver kube-controller-manager containerd registry registry-auth deckhand deckhand-scheduler; do
     pid=$(pid_of "$name")
     case $name in
@@ -237,6 +248,8 @@ cmd_status() {
 }
 
 cmd_up() {
+  [ "$LOCAL_UP_MODE" != kubeadm ] || { cmd_up_kubeadm; return; }
+  [ "$(cat "$LOCAL_UP_MODE_FILE" 2>/dev/null)" != kubeadm ] || die "a LOCAL_UP_MODE=kubeadm cluster runs: hack/local-up.sh down first"
   [[ "$NODE_NAME" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || die "NODE_NAME '$NODE_NAME' is not a valid node name"
   [[ "$ROOT" != *[[:space:]]* ]] || die "the repository path must not contain spaces: $ROOT"
   [ "$(id -u)" = 0 ] || die "must run as root"
@@ -324,7 +337,7 @@ cmd_stop_containerd() {
 cmd_start_containerd() { step_containerd; }
 
 node_index_arg() {
-  [[ "${1:-}" =~ ^[0-9]+$ ]] && [ "$1" -ge 2 ] || die "$2: give the index of an extra node (2 for dh-node-2)"
+  [[ "${1:-}" =~ ^[0-9]+$ ]] && [ "$1" -ge 2 ] || { [ "$LOCAL_UP_MODE" = kubeadm ] && [[ "${1:-}" =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ]; } || die "$2: give the index of an extra node (2 for dh-node-2)"
   [ -n "$(node_holder "$1")" ] || die "$2: node $(node_name_of "$1") does not run (NODES=$1 or more: hack/local-up.sh up)"
 }
 
@@ -332,8 +345,14 @@ cmd_stop_node() { node_index_arg "${1:-}" stop-node; node_stop_deckhand "$1"; }
 
 cmd_start_node() {
   node_index_arg "${1:-}" start-node
-  NODES_JOIN_TOKEN=$(nodes_token)
-  node_deckhand "$1"
+  if [ "$LOCAL_UP_MODE" = kubeadm ]; then
+    # as systemd would start it again: the drop-in's command line
+    [ -n "$(pid_of "$(node_name_of "$1")-deckhand")" ] || kubeadm_start_deckhand "$1"
+    ADMIN_KUBECONFIG=$KUBEADM_ADMIN
+  else
+    NODES_JOIN_TOKEN=$(nodes_token)
+    node_deckhand "$1"
+  fi
   local name t; name=$(node_name_of "$1")
   for t in $(seq 1 "$DECKHAND_WAIT_TIMEOUT"); do
     [ "$(node_field "$name" '{.status.conditions[?(@.type=="Ready")].status}')" = True ] && { log "$name: Ready"; return 0; }

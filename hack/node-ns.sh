@@ -11,10 +11,15 @@
 #       fixed paths containerd, CNI and deckhand write, mounts a tmpfs of ROOT_SIZE on
 #       /var/lib/deckhand, writes NODE_DIR/ready and sleeps. Its mounts are private: the host
 #       never sees them, and they go away with the last process of the mount namespace.
+#       (/etc/kubernetes, /var/lib/kubelet, /var/lib/etcd and /usr/libexec/kubernetes are the node's
+#       own too: kubeadm writes the first two, its static pods use the last two as hostPaths.)
 #   node-ns.sh enter NAME HOLDER_PID -- COMMAND...
 #       Runs COMMAND (exec, same pid) in the node: moved into the node's cgroups first (entering a
 #       cgroup namespace does not move a process, and a process outside the namespace's root would
 #       see its cgroup as /..), then all four namespaces of the holder.
+#   node-ns.sh mountpoints
+#       The fixed paths the holder binds the node's directories over, one a line (the holder
+#       creates those missing on the host; hack/lib/nodes.sh removes them again).
 #
 # Why the cgroup namespace: deckhand manages /kubepods and removes pod cgroups it does not know;
 # two deckhands sharing the host's /kubepods would kill each other's pods. Inside the node,
@@ -28,7 +33,9 @@ die() { printf '[node-ns] ERROR: %s\n' "$*" >&2; exit 1; }
 BINDS=(run-containerd:/run/containerd var-lib-containerd:/var/lib/containerd
        cni-net.d:/etc/cni/net.d var-lib-cni:/var/lib/cni run-netns:/run/netns
        log-pods:/var/log/pods log-containers:/var/log/containers
-       certs.d:/etc/containerd/certs.d)
+       certs.d:/etc/containerd/certs.d
+       etc-kubernetes:/etc/kubernetes var-lib-kubelet:/var/lib/kubelet var-lib-etcd:/var/lib/etcd
+       usr-libexec-kubernetes:/usr/libexec/kubernetes)
 
 # move this process into /NAME of every cgroup hierarchy of the host (created if missing; a new
 # cpuset cgroup needs its cpus and mems before it takes a task)
@@ -113,6 +120,7 @@ cmd_enter() {
 case "${1:-}" in
   holder) shift; [ $# = 3 ] || die "usage: holder NAME NODE_DIR ROOT_SIZE"; cmd_holder "$@" ;;
   holder-inside) shift; cmd_holder_inside "$@" ;;
+  mountpoints) for b in "${BINDS[@]}"; do echo "${b#*:}"; done ;;
   enter) shift; [ $# -ge 3 ] || die "usage: enter NAME HOLDER_PID -- COMMAND..."; cmd_enter "$@" ;;
   *) sed -n '2,/^set -euo/p' "$SELF" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -240,29 +240,30 @@ impl Kubelet {
             eviction_thresholds: eviction_thresholds.clone(),
         };
         let (node_tx, node_rx) = tokio::sync::watch::channel(None);
-        let registered = if standalone {
-            None
-        } else {
-            let agent = Arc::new(
+        // The node is registered in the background, as the Go kubelet does (its
+        // registerWithAPIServer runs in the node status loop): static pods must run before the
+        // API server answers, for kubeadm's control plane is itself static pods of this node.
+        // The node status, watch and lease loops start once it is registered; mirror pods wait
+        // for the Node's UID (their owner reference).
+        let agent = (!standalone).then(|| {
+            Arc::new(
                 NodeAgent::new(client.clone(), cri.clone(), node_cfg, recorder.clone())
                     .with_pressure(pressure.clone())
                     .with_node_publisher(node_tx),
+            )
+        });
+        let (registered_tx, mut registered_rx) = tokio::sync::oneshot::channel::<()>();
+        let mut registered_pending = !standalone;
+        if standalone {
+            recorder.node(
+                &node_name,
+                false,
+                reason::STARTING,
+                "Starting kubelet.".into(),
             );
-            let node = agent.register(&cancel).await.step("registering the node")?;
-            Some((agent, node))
-        };
-        recorder.node(
-            &node_name,
-            false,
-            reason::STARTING,
-            "Starting kubelet.".into(),
-        );
-        let node_uid = registered
-            .as_ref()
-            .and_then(|(_, n)| n.metadata.uid.clone())
-            .unwrap_or_default();
-        for n in startup.reach(Milestone::NodeRegistered) {
-            notifier.notify(&n);
+            for n in startup.reach(Milestone::NodeRegistered) {
+                notifier.notify(&n);
+            }
         }
 
         // every long-lived task: the loops started here, and the pod workers, their probe tasks
@@ -311,25 +312,36 @@ impl Kubelet {
         } else {
             None
         };
-        if let Some((agent, node)) = registered {
-            {
-                let agent = agent.clone();
-                let c = cancel.clone();
-                tasks.spawn("node status loop", async move {
-                    agent.run_status_loop(node, c).await
-                });
-            }
-            {
-                let agent = agent.clone();
-                let c = cancel.clone();
-                tasks.spawn("node watch", async move { agent.run_node_watch(c).await });
-            }
+        if let Some(agent) = agent {
             let c = cancel.clone();
-            let node_uid = node_uid.clone();
-            tasks.spawn("node lease loop", async move {
-                agent.run_lease_loop(node_uid, c).await
+            let t = tasks.clone();
+            let rec = recorder.clone();
+            let name = node_name.clone();
+            tasks.spawn("node registration", async move {
+                let Ok(node) = agent.register(&c).await else {
+                    return; // cancelled
+                };
+                rec.node(&name, false, reason::STARTING, "Starting kubelet.".into());
+                let _ = registered_tx.send(());
+                let node_uid = node.metadata.uid.clone().unwrap_or_default();
+                {
+                    let agent = agent.clone();
+                    let c = c.clone();
+                    t.spawn("node status loop", async move {
+                        agent.run_status_loop(node, c).await
+                    });
+                }
+                {
+                    let agent = agent.clone();
+                    let c = c.clone();
+                    t.spawn("node watch", async move { agent.run_node_watch(c).await });
+                }
+                t.spawn("node lease loop", async move {
+                    agent.run_lease_loop(node_uid, c).await
+                });
             });
         }
+        let mirror_node = node_rx.clone();
         let ctx = Arc::new(SyncContext {
             client: client.clone(),
             cri: cri.clone(),
@@ -436,7 +448,7 @@ impl Kubelet {
             let mirror = (!standalone).then(|| crate::source::mux::MirrorContext {
                 client: client.clone(),
                 node_name: node_name.clone(),
-                node_uid: node_uid.clone(),
+                node: mirror_node,
                 uids: mirror_uids,
             });
             let c = cancel.clone();
@@ -606,6 +618,14 @@ impl Kubelet {
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
+                r = &mut registered_rx, if registered_pending => {
+                    registered_pending = false;
+                    if r.is_ok() {
+                        for n in startup.reach(Milestone::NodeRegistered) {
+                            notifier.notify(&n);
+                        }
+                    }
+                }
                 r = &mut synced_rx, if synced_pending => {
                     synced_pending = false;
                     if r.is_ok() {

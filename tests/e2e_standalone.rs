@@ -338,3 +338,122 @@ async fn standalone_runs_static_pods_without_an_api_server() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// kubeadm's control plane is static pods of the node whose kubelet must reach it: deckhand with
+/// a kubeconfig whose API server does not answer yet runs the static pods all the same (the node
+/// is registered in the background, as the Go kubelet does), and stops promptly on SIGTERM
+/// while it still retries the registration.
+#[tokio::test(flavor = "multi_thread")]
+async fn static_pods_run_while_the_api_server_is_unreachable() {
+    let env = env();
+    let harness_lock = lock_harness(Duration::from_secs(600)).await;
+    let old_pid = deckhand_pid();
+    let dir = std::env::temp_dir().join(format!("deckhand-e2e-noapi-{}", std::process::id()));
+    let manifests = dir.join("manifests");
+    let root = dir.join("root");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+    let log_path = dir.join("deckhand.log");
+    // port 1 on loopback: nothing listens, every connection is refused
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: not-a-token\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n",
+    )
+    .unwrap();
+    let mut guard = Restore {
+        standalone: None,
+        restart: Some(HarnessRestart::capture(old_pid)),
+        dir: dir.clone(),
+        slices: false,
+    };
+    println!("stopping the cluster's deckhand (pid {old_pid})");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(old_pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("stopping deckhand");
+    poll_with(
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || "the cluster's deckhand did not exit after SIGTERM".to_string(),
+        || (!process_alive(old_pid)).then_some(()),
+    )
+    .await;
+
+    let log = std::fs::File::create(&log_path).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
+        .args([
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--container-runtime-endpoint",
+            env.get("CRI_ENDPOINT"),
+            "--pod-manifest-path",
+            manifests.to_str().unwrap(),
+            "--root-dir",
+            root.to_str().unwrap(),
+            "--node-ip",
+            env.node_ip(),
+            "--hostname-override",
+            env.node_name(),
+            "--healthz-port",
+            "0",
+            "--file-check-frequency",
+            "2s",
+        ])
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("starting deckhand with an unreachable API server");
+    guard.standalone = Some(child);
+
+    let name = "noapi-e2e";
+    let pod_name = format!("{name}-{}", env.node_name());
+    std::fs::write(
+        manifests.join(format!("{name}.yaml")),
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: kube-system\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'exec sleep 3600']\n"
+        ),
+    )
+    .unwrap();
+    let label = format!("io.kubernetes.pod.name={pod_name}");
+    let running = poll_sync(
+        "the static pod's container not running while the API server is unreachable",
+        &log_path,
+        || {
+            let ids = crictl_ids(&["ps", "--state", "Running", "--label", &label, "-q"]);
+            (ids.len() == 1).then(|| ids[0].clone())
+        },
+    );
+    println!("static pod {pod_name} runs container {running} with no API server");
+    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    assert!(
+        text.contains("unable to register node"),
+        "deckhand did not try to register the node:\n{}",
+        log_tail(&log_path, 40)
+    );
+    std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
+    poll_sync(
+        "the removed static pod's sandbox not gone",
+        &log_path,
+        || {
+            crictl_ids(&["pods", "--label", &label, "-q"])
+                .is_empty()
+                .then_some(())
+        },
+    );
+    let t = Instant::now();
+    let status = guard.stop_standalone().expect("exit status");
+    assert!(
+        status.success() && t.elapsed() < Duration::from_secs(15),
+        "deckhand exited with {status} after {:?} while registering:\n{}",
+        t.elapsed(),
+        log_tail(&log_path, 40)
+    );
+    drop(guard);
+    drop(harness_lock);
+    wait_node_ready(&client().await, Duration::from_secs(90)).await;
+}

@@ -240,3 +240,57 @@ async fn static_pod_file_runs_as_mirror_pod_and_follows_edits_and_deletion() {
     .await;
     ns.delete().await;
 }
+
+/// A mirror pod's status changed by another component is corrected, as the Go kubelet's status
+/// manager reconciles a static pod's status against its mirror pod (k/k `needsReconcile`). The
+/// node lifecycle controller does this to every pod of a node that was NotReady (Ready=False):
+/// in a kubeadm cluster the control plane's mirror pods then stayed Ready=False for ever.
+#[tokio::test]
+async fn a_mirror_pod_status_changed_by_another_component_is_corrected() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "static-reconcile").await;
+    let node = env().node_name().to_string();
+    let dir = static_dir();
+    let file = dir.join(format!("{}-rec.yaml", ns.name));
+    let name = format!("rec-{node}");
+    let api = ns.pods();
+    let _cleanup = RemoveOnDrop(vec![file.clone()]);
+    write_manifest(&file, &manifest("rec", &ns.name, "reconcile"));
+    let m = wait_mirror_running(&api, &name, None).await;
+    poll_async("mirror pod Ready", || async {
+        let p = api.get(&name).await.ok()?;
+        (condition(&p, "Ready") == Some("True")).then_some(())
+    })
+    .await;
+    // what the node lifecycle controller's MarkPodsNotReady writes
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let patch = serde_json::json!({
+        "metadata": {"uid": m.metadata.uid},
+        "status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}]}
+    });
+    kubectl(&[
+        "-n",
+        &ns.name,
+        "patch",
+        "pod",
+        &name,
+        "--subresource=status",
+        "--type=strategic",
+        "-p",
+        &patch.to_string(),
+    ]);
+    let p = api.get(&name).await.unwrap();
+    assert_eq!(
+        condition(&p, "Ready"),
+        Some("False"),
+        "the patch did not apply"
+    );
+    poll_async("the mirror pod's Ready condition corrected", || async {
+        let p = api.get(&name).await.ok()?;
+        (condition(&p, "Ready") == Some("True")).then_some(())
+    })
+    .await;
+    std::fs::remove_file(&file).unwrap();
+    wait_gone(&api, &name).await;
+    ns.delete().await;
+}

@@ -30,7 +30,8 @@
 # but its own bridge neighbours: nothing between dh-nodes0 and the machine's real interface.
 # Sourced by hack/local-up.sh (never run on its own), after hack/lib/common.sh.
 
-NODES=${NODES:-1}
+# (LOCAL_UP_MODE=kubeadm: default 3, every node a namespace; hack/lib/kubeadm.sh)
+NODES=${NODES:-$([ "${LOCAL_UP_MODE:-}" = kubeadm ] && echo 3 || echo 1)}
 NODES_BRIDGE=dh-nodes0
 NODES_GW=10.251.0.1
 NODES_CIDR=10.251.0.0/24
@@ -40,7 +41,9 @@ POD_NAT=DECKHAND-POD-NAT
 NODE_NS="$ROOT/hack/node-ns.sh"
 
 node_name_of() { echo "dh-node-$1"; }
-node_ip_of() { echo "10.251.0.$1"; }
+# node I at 10.251.0.<NODE_IP_BASE+I> (LOCAL_UP_MODE=kubeadm: 10, hack/lib/kubeadm.sh)
+NODE_IP_BASE=0
+node_ip_of() { echo "10.251.0.$((NODE_IP_BASE + $1))"; }
 # the extra nodes that have state here (indices), running or not
 nodes_present() {
   local d
@@ -66,6 +69,13 @@ node_containerd_healthy() {
 
 # the bridge, the pod NAT exception and the registry on the bridge address
 nodes_host_network() {
+  # the mount points the holders will create on the host (node-ns.sh mkdirs a missing one), for
+  # nodes_host_cleanup to remove again
+  if [ ! -e "$NODES_STATE/made-mountpoints" ]; then
+    mkdir -p "$NODES_STATE"
+    local mp
+    for mp in $("$NODE_NS" mountpoints); do [ -e "$mp" ] || echo "$mp"; done > "$NODES_STATE/made-mountpoints"
+  fi
   if ! ip link show "$NODES_BRIDGE" >/dev/null 2>&1; then
     ip link add "$NODES_BRIDGE" type bridge
   fi
@@ -307,6 +317,8 @@ nodes_host_cleanup() {
   stop_daemon registry-nodes
   remove_chains "$POD_NAT" nat >/dev/null
   ip link show "$NODES_BRIDGE" >/dev/null 2>&1 && ip link del "$NODES_BRIDGE"
+  local mp
+  for mp in $(cat "$NODES_STATE/made-mountpoints" 2>/dev/null); do rmdir "$mp" 2>/dev/null || true; done
   rm -rf "$NODES_STATE"
   return 0
 }

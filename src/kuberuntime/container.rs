@@ -49,7 +49,10 @@ async fn env_sources(
         ..Default::default()
     };
     if let Some(lister) = &ctx.services {
-        if !lister.has_synced() {
+        // k/k makeEnvironmentVariables: only pods from the API server wait for the first list
+        // of Services; a static pod may be the API server itself (kubeadm's control plane) and
+        // runs with the Services known so far (none before the first list)
+        if !lister.has_synced() && !crate::source::file::is_static(pod) {
             return Err(
                 "services have not yet been read at least once, cannot construct envvars".into(),
             );

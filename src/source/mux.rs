@@ -198,7 +198,7 @@ impl Merger {
     }
 
     /// Static pod UID → (its current mirror pod's UID, the mirror pod's status).
-    pub fn mirror_uids(&self) -> HashMap<String, (String, PodStatus)> {
+    pub fn mirror_uids(&self) -> HashMap<String, (String, PodStatus, Option<String>)> {
         self.statics
             .values()
             .filter_map(|s| {
@@ -211,6 +211,7 @@ impl Merger {
                         (
                             crate::pod::uid(m).to_string(),
                             m.status.clone().unwrap_or_default(),
+                            m.metadata.resource_version.clone(),
                         ),
                     )
                 })
@@ -228,9 +229,9 @@ fn delete_action(m: &Pod) -> MirrorAction {
     }
 }
 
-/// Static pod UID → (mirror pod UID, mirror pod status as last seen), shared with the status
-/// manager.
-pub type MirrorUids = Arc<Mutex<HashMap<String, (String, PodStatus)>>>;
+/// Static pod UID → (mirror pod UID, mirror pod status and resourceVersion as last seen),
+/// shared with the status manager.
+pub type MirrorUids = Arc<Mutex<HashMap<String, (String, PodStatus, Option<String>)>>>;
 
 /// What the merge task needs to manage mirror pods.
 pub struct MirrorContext {
@@ -238,10 +239,21 @@ pub struct MirrorContext {
     pub client: kube::Client,
     /// This node's name.
     pub node_name: String,
-    /// This node's UID (owner reference of mirror pods).
-    pub node_uid: String,
+    /// This node as last registered or read (None before registration): its UID is the owner
+    /// reference of mirror pods, so none is written before the node is registered.
+    pub node: tokio::sync::watch::Receiver<Option<Arc<k8s_openapi::api::core::v1::Node>>>,
     /// Where the status manager looks up mirror pod UIDs.
     pub uids: MirrorUids,
+}
+
+/// The registered node's UID, if it is registered.
+fn node_uid_of(
+    node: &tokio::sync::watch::Receiver<Option<Arc<k8s_openapi::api::core::v1::Node>>>,
+) -> Option<String> {
+    node.borrow()
+        .as_ref()
+        .and_then(|n| n.metadata.uid.clone())
+        .filter(|u| !u.is_empty())
 }
 
 /// How often mirror pods are re-checked without a trigger.
@@ -292,6 +304,10 @@ pub async fn run(
         if let Some(ctx) = &mirror {
             *ctx.uids.lock().unwrap() = m.mirror_uids();
             issued.retain(|_, t| t.elapsed() < MIRROR_RESYNC / 2);
+            let Some(node_uid) = node_uid_of(&ctx.node) else {
+                // not registered yet: the next tick (or source event) tries again
+                continue;
+            };
             for a in m.mirror_actions() {
                 let id = match &a {
                     MirrorAction::Create(p) => format!("create {}", crate::pod::uid(p)),
@@ -303,7 +319,7 @@ pub async fn run(
                 issued.insert(id, std::time::Instant::now());
                 let client = ctx.client.clone();
                 let node = ctx.node_name.clone();
-                let node_uid = ctx.node_uid.clone();
+                let node_uid = node_uid.clone();
                 tokio::spawn(async move {
                     match a {
                         MirrorAction::Create(p) => {

@@ -396,32 +396,28 @@ impl StatusManager {
             self.keep_locally(pod, status);
             return Ok(false);
         };
-        let (uid, api_status) = if crate::source::file::is_static(pod) {
+        // a static pod's status lives on its mirror pod: that is the API copy to reconcile with
+        // (k/k needsReconcile)
+        let (uid, api_status, api_rv) = if crate::source::file::is_static(pod) {
             match self.inner.mirrors.lock().unwrap().get(crate::pod::uid(pod)) {
-                Some((mirror_uid, mirror_status)) => (mirror_uid.clone(), mirror_status.clone()),
+                Some((mirror_uid, mirror_status, mirror_rv)) => {
+                    (mirror_uid.clone(), mirror_status.clone(), mirror_rv.clone())
+                }
                 None => return Ok(false),
             }
         } else {
             (
                 crate::pod::uid(pod).to_string(),
                 pod.status.clone().unwrap_or_default(),
+                pod.metadata.resource_version.clone(),
             )
         };
-        let static_pod = crate::source::file::is_static(pod);
         let mut reconciled = None;
         let base = {
             let cache = self.inner.last_written.lock().unwrap();
             let written_rv = self.inner.written_rv.lock().unwrap().get(&uid).copied();
             match cache.get(&uid) {
-                Some(last)
-                    if !static_pod
-                        && needs_reconcile(
-                            &api_status,
-                            pod.metadata.resource_version.as_deref(),
-                            last,
-                            written_rv,
-                        ) =>
-                {
+                Some(last) if needs_reconcile(&api_status, api_rv.as_deref(), last, written_rv) => {
                     // someone else changed the status: patch against the API server's copy
                     tracing::info!(
                         "the API copy of the pod status differs from the last write; reconciling"
@@ -511,7 +507,9 @@ impl StatusManager {
         let written = self.inner.last_written.lock().unwrap();
         written.get(uid).cloned().or_else(|| {
             let mirrors = self.inner.mirrors.lock().unwrap();
-            mirrors.get(uid).and_then(|(m, _)| written.get(m).cloned())
+            mirrors
+                .get(uid)
+                .and_then(|(m, _, _)| written.get(m).cloned())
         })
     }
 
@@ -520,7 +518,7 @@ impl StatusManager {
         self.inner.pending.lock().unwrap().remove(uid);
         self.inner.last_written.lock().unwrap().remove(uid);
         self.inner.written_rv.lock().unwrap().remove(uid);
-        if let Some((mirror_uid, _)) = self.inner.mirrors.lock().unwrap().get(uid) {
+        if let Some((mirror_uid, _, _)) = self.inner.mirrors.lock().unwrap().get(uid) {
             self.inner.last_written.lock().unwrap().remove(mirror_uid);
             self.inner.written_rv.lock().unwrap().remove(mirror_uid);
         }

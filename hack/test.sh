@@ -23,6 +23,9 @@
 # worker nodes to the cluster (each its own namespaces, containerd and deckhand) and
 # tests/e2e_multinode.rs runs against the three; every other test file runs on one node.
 # MULTINODE=0 leaves that phase out.
+#
+# kubeadm (issue 16): then `down` and LOCAL_UP_MODE=kubeadm up (kubeadm init and join, every kubelet
+# deckhand) and tests/e2e_kubeadm.rs. KUBEADM=0 leaves that phase out.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -158,6 +161,26 @@ if [ "${MULTINODE:-1}" != 0 ]; then
   fi
 fi
 
+# The containerd the tests above ran on (the phase after next switches to the other one).
+first=$(cat _output/local-up/containerd-mode 2>/dev/null || echo 1.6)
+
+# A kubeadm cluster whose every kubelet is deckhand (issue 16): down, then LOCAL_UP_MODE=kubeadm up
+# (kubeadm init in node namespace dh-node-1, kubeadm join of dh-node-2 and dh-node-3; about 50 s,
+# kubeadm and the control-plane images built the first time), and tests/e2e_kubeadm.rs (Ready
+# nodes, the control plane as mirror pods, kube-proxy and CoreDNS, pods across nodes). The next
+# phase starts from `down`, which removes it. KUBEADM=0 leaves it out.
+if [ "${KUBEADM:-1}" != 0 ]; then
+  if [ "$started" != 1 ]; then
+    log "kubeadm mode: skipped (the cluster was up before this script; it is not replaced)"
+  else
+    log "kubeadm mode: hack/local-up.sh down; LOCAL_UP_MODE=kubeadm up; tests/e2e_kubeadm.rs"
+    hack/local-up.sh down
+    LOCAL_UP_MODE=kubeadm hack/local-up.sh up
+    CARGO_LOG="$ROOT/_output/cargo-tests-kubeadm.log"
+    cargo test --profile "$PROFILE" --test e2e_kubeadm --no-fail-fast -- --ignored 2>&1 | tee "$CARGO_LOG"
+  fi
+fi
+
 # The end-to-end tests again on the other containerd (see the top): the files that exercise the
 # runtime. Left out: e2e_apiserver_outage, e2e_scheduler, e2e_fuzz, e2e_hostile and
 # e2e_conformance_gaps (API server, scheduler, input handling and kubelet-server load, which do not
@@ -169,7 +192,6 @@ if [ "${OTHER_RUNTIME:-1}" != 0 ]; then
   if [ "$started" != 1 ]; then
     log "the other containerd: skipped (the cluster was up before this script; it is not switched)"
   else
-    first=$(cat _output/local-up/containerd-mode 2>/dev/null || echo 1.6)
     other=2; [ "$first" = 2 ] && other=1.6
     log "the end-to-end tests again on containerd $other (hack/local-up.sh down; CONTAINERD=$other up)"
     hack/local-up.sh down

@@ -270,7 +270,8 @@ cmd_up_kubeadm() {
   echo kubeadm > "$LOCAL_UP_MODE_FILE"
   log "up (LOCAL_UP_MODE=kubeadm): $NODES node(s) dh-node-1..dh-node-$NODES, state in $STATE"
   step_deps
-  "$ROOT/hack/build-k8s.sh" kubeadm || die "hack/build-k8s.sh kubeadm failed"
+  # kubeadm, and kube-scheduler for its image (the default mode has deckhand-scheduler and never builds it)
+  "$ROOT/hack/build-k8s.sh" kubeadm kube-scheduler || die "hack/build-k8s.sh kubeadm kube-scheduler failed"
   [ -x "$(kubeadm_bin)" ] || die "no $(kubeadm_bin)"
   step_network
   step_registry

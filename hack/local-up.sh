@@ -150,17 +150,8 @@ EOF
   extra nodes dh-node-2..dh-node-$NODES: logs $LOGS/dh-node-<i>-{deckhand,containerd}.log;
     hack/local-up.sh stop-node <i> | start-node <i>; their containerd from the host:
     $CRICTL -r unix://$NODES_STATE/dh-node-<i>/run-containerd/containerd.sock ps
-
-  The self-healing walk-through on several nodes:
-    $KUBECTL create deployment web --image=busybox --replicas=6 -- sleep 3600
-    $KUBECTL get pods -o wide                  (spread over the nodes)
-    $KUBECTL delete pod <one of them>          (a replacement runs within seconds)
-    hack/local-up.sh stop-node <i>; $KUBECTL get nodes -w   (<i>: a worker, 2..N)
-        (dh-node-<i> NotReady after about 50 s; its pods are replaced on the other nodes once
-        their node.kubernetes.io/unreachable toleration ends: 300 s by default, tolerationSeconds
-        in the pod template shortens it)
-    hack/local-up.sh start-node <i>            (Ready again; its old pods are cleaned up there)
 EOF
+  [ "$NODES" -le 1 ] || nodes_print_walkthrough "spread over the nodes"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -99,6 +99,95 @@ impl Drop for Restore {
     }
 }
 
+/// The scratch directories of one test: `<tmp>/deckhand-e2e-<tag>-<pid>/{manifests,root}` and
+/// the log of the deckhand it starts.
+struct Scratch {
+    dir: PathBuf,
+    manifests: PathBuf,
+    root: PathBuf,
+    log_path: PathBuf,
+}
+
+fn scratch(tag: &str) -> Scratch {
+    let dir = std::env::temp_dir().join(format!("deckhand-e2e-{tag}-{}", std::process::id()));
+    let (manifests, root) = (dir.join("manifests"), dir.join("root"));
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+    let log_path = dir.join("deckhand.log");
+    Scratch {
+        dir,
+        manifests,
+        root,
+        log_path,
+    }
+}
+
+/// Stops the cluster's deckhand (SIGTERM) and waits until it has exited.
+async fn stop_cluster_deckhand(pid: i32) {
+    println!("stopping the cluster's deckhand (pid {pid})");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("stopping deckhand");
+    poll_with(
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || "the cluster's deckhand did not exit after SIGTERM".to_string(),
+        || (!process_alive(pid)).then_some(()),
+    )
+    .await;
+}
+
+/// Starts this build's deckhand against the cluster's containerd with the static pods of
+/// `manifests` and root directory `root`, on the node's address on the harness's dummy interface
+/// (never the machine's real one), logging to `log`; `extra` adds flags.
+fn start_deckhand(
+    manifests: &std::path::Path,
+    root: &std::path::Path,
+    log: &std::path::Path,
+    extra: &[&str],
+    what: &str,
+) -> Child {
+    let env = env();
+    let out = std::fs::File::create(log).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_deckhand"))
+        .args([
+            "--container-runtime-endpoint",
+            env.get("CRI_ENDPOINT"),
+            "--pod-manifest-path",
+            manifests.to_str().unwrap(),
+            "--root-dir",
+            root.to_str().unwrap(),
+            "--node-ip",
+            env.node_ip(),
+            "--hostname-override",
+            env.node_name(),
+            "--healthz-port",
+            "0",
+        ])
+        .args(extra)
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {what}: {e}"))
+}
+
+/// Writes the static pod `<name>` (one busybox container running `sh -c script`) into
+/// `manifests`.
+fn write_static_pod(manifests: &std::path::Path, name: &str, namespace: &str, script: &str) {
+    std::fs::write(
+        manifests.join(format!("{name}.yaml")),
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, '{script}']\n"
+        ),
+    )
+    .unwrap();
+}
+
 fn log_tail(path: &std::path::Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
@@ -129,70 +218,36 @@ async fn standalone_runs_static_pods_without_an_api_server() {
     let client = client().await;
     let harness_lock = lock_harness(Duration::from_secs(600)).await;
     let old_pid = deckhand_pid();
-    let dir = std::env::temp_dir().join(format!("deckhand-e2e-standalone-{}", std::process::id()));
-    let manifests = dir.join("manifests");
-    let root = dir.join("root");
-    std::fs::create_dir_all(&manifests).unwrap();
-    std::fs::create_dir_all(&root).unwrap();
-    let log_path = dir.join("deckhand.log");
+    let Scratch {
+        dir,
+        manifests,
+        root,
+        log_path,
+    } = scratch("standalone");
     let mut guard = Restore {
         standalone: None,
         restart: Some(HarnessRestart::capture(old_pid)),
         dir: dir.clone(),
         slices: false,
     };
-
-    println!("stopping the cluster's deckhand (pid {old_pid})");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(old_pid),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("stopping deckhand");
-    poll_with(
-        Duration::from_secs(30),
-        Duration::from_millis(100),
-        || "the cluster's deckhand did not exit after SIGTERM".to_string(),
-        || (!process_alive(old_pid)).then_some(()),
-    )
-    .await;
-
-    // The node's address on the harness's dummy interface, never the machine's real one.
-    let log = std::fs::File::create(&log_path).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
-        .args([
-            "--container-runtime-endpoint",
-            env.get("CRI_ENDPOINT"),
-            "--pod-manifest-path",
-            manifests.to_str().unwrap(),
-            "--root-dir",
-            root.to_str().unwrap(),
-            "--node-ip",
-            env.node_ip(),
-            "--hostname-override",
-            env.node_name(),
-            "--healthz-port",
-            "0",
-            "--file-check-frequency",
-            "2s",
-        ])
-        .env_remove("KUBECONFIG")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("starting the standalone deckhand");
+    stop_cluster_deckhand(old_pid).await;
+    let child = start_deckhand(
+        &manifests,
+        &root,
+        &log_path,
+        &["--file-check-frequency", "2s"],
+        "the standalone deckhand",
+    );
     guard.standalone = Some(child);
 
     let name = "standalone-e2e";
     let pod_name = format!("{name}-{}", env.node_name());
-    std::fs::write(
-        manifests.join(format!("{name}.yaml")),
-        format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'echo standalone; exec sleep 3600']\n"
-        ),
-    )
-    .unwrap();
+    write_static_pod(
+        &manifests,
+        name,
+        "default",
+        "echo standalone; exec sleep 3600",
+    );
 
     let label = format!("io.kubernetes.pod.name={pod_name}");
     let running = poll_sync("the static pod's container not running", &log_path, || {
@@ -246,31 +301,13 @@ async fn standalone_runs_static_pods_without_an_api_server() {
     let log2 = dir.join("deckhand-systemd.log");
     let empty = dir.join("empty");
     std::fs::create_dir_all(&empty).unwrap();
-    let out = std::fs::File::create(&log2).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
-        .args([
-            "--container-runtime-endpoint",
-            env.get("CRI_ENDPOINT"),
-            "--pod-manifest-path",
-            empty.to_str().unwrap(),
-            "--root-dir",
-            root.to_str().unwrap(),
-            "--node-ip",
-            env.node_ip(),
-            "--hostname-override",
-            env.node_name(),
-            "--healthz-port",
-            "0",
-            "--cgroup-driver",
-            "systemd",
-        ])
-        .env_remove("KUBECONFIG")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("starting the standalone deckhand with the systemd driver");
+    let child = start_deckhand(
+        &empty,
+        &root,
+        &log2,
+        &["--cgroup-driver", "systemd"],
+        "the standalone deckhand with the systemd driver",
+    );
     guard.standalone = Some(child);
     guard.slices = true;
     poll_sync("the systemd-driver deckhand not synced", &log2, || {
@@ -348,12 +385,12 @@ async fn static_pods_run_while_the_api_server_is_unreachable() {
     let env = env();
     let harness_lock = lock_harness(Duration::from_secs(600)).await;
     let old_pid = deckhand_pid();
-    let dir = std::env::temp_dir().join(format!("deckhand-e2e-noapi-{}", std::process::id()));
-    let manifests = dir.join("manifests");
-    let root = dir.join("root");
-    std::fs::create_dir_all(&manifests).unwrap();
-    std::fs::create_dir_all(&root).unwrap();
-    let log_path = dir.join("deckhand.log");
+    let Scratch {
+        dir,
+        manifests,
+        root,
+        log_path,
+    } = scratch("noapi");
     // port 1 on loopback: nothing listens, every connection is refused
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
@@ -367,58 +404,25 @@ async fn static_pods_run_while_the_api_server_is_unreachable() {
         dir: dir.clone(),
         slices: false,
     };
-    println!("stopping the cluster's deckhand (pid {old_pid})");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(old_pid),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("stopping deckhand");
-    poll_with(
-        Duration::from_secs(30),
-        Duration::from_millis(100),
-        || "the cluster's deckhand did not exit after SIGTERM".to_string(),
-        || (!process_alive(old_pid)).then_some(()),
-    )
-    .await;
-
-    let log = std::fs::File::create(&log_path).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_deckhand"))
-        .args([
+    stop_cluster_deckhand(old_pid).await;
+    let kubeconfig_arg = kubeconfig.to_str().unwrap();
+    let child = start_deckhand(
+        &manifests,
+        &root,
+        &log_path,
+        &[
             "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--container-runtime-endpoint",
-            env.get("CRI_ENDPOINT"),
-            "--pod-manifest-path",
-            manifests.to_str().unwrap(),
-            "--root-dir",
-            root.to_str().unwrap(),
-            "--node-ip",
-            env.node_ip(),
-            "--hostname-override",
-            env.node_name(),
-            "--healthz-port",
-            "0",
+            kubeconfig_arg,
             "--file-check-frequency",
             "2s",
-        ])
-        .env_remove("KUBECONFIG")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("starting deckhand with an unreachable API server");
+        ],
+        "deckhand with an unreachable API server",
+    );
     guard.standalone = Some(child);
 
     let name = "noapi-e2e";
     let pod_name = format!("{name}-{}", env.node_name());
-    std::fs::write(
-        manifests.join(format!("{name}.yaml")),
-        format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: kube-system\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'exec sleep 3600']\n"
-        ),
-    )
-    .unwrap();
+    write_static_pod(&manifests, name, "kube-system", "exec sleep 3600");
     let label = format!("io.kubernetes.pod.name={pod_name}");
     let running = poll_sync(
         "the static pod's container not running while the API server is unreachable",

@@ -316,15 +316,6 @@ kubeadm cluster is up ($NODES deckhand node(s), API https://$KUBEADM_CP_IP:$API_
   $KUBECTL get pods -A -o wide
   logs: $LOGS/dh-node-<i>-{deckhand,containerd}.log, $NODES_STATE/dh-node-<i>/kubeadm-{init,join}.log
   hack/local-up.sh down
-
-  The self-healing walk-through on several nodes:
-    $KUBECTL create deployment web --image=busybox --replicas=6 -- sleep 3600
-    $KUBECTL get pods -o wide                  (kube-scheduler spreads them)
-    $KUBECTL delete pod <one of them>          (a replacement runs within seconds)
-    hack/local-up.sh stop-node <i>; $KUBECTL get nodes -w   (<i>: a worker, 2..N)
-        (dh-node-<i> NotReady after about 50 s; its pods are replaced on the other nodes once
-        their node.kubernetes.io/unreachable toleration ends: 300 s by default, tolerationSeconds
-        in the pod template shortens it)
-    hack/local-up.sh start-node <i>            (Ready again; its old pods are cleaned up there)
 EOF
+  nodes_print_walkthrough "kube-scheduler spreads them"
 }

@@ -343,3 +343,20 @@ nodes_status() {
   [ -z "$(pid_of registry-nodes)" ] || printf '%-24s running (pid %s), %s\n' registry-nodes "$(pid_of registry-nodes)" "$NODES_REGISTRY"
   return 0
 }
+
+# The self-healing walk-through on several nodes, printed after up (NODES>=2 and the kubeadm
+# mode); $1 says who spreads the pods.
+nodes_print_walkthrough() {
+  cat <<EOF
+
+  The self-healing walk-through on several nodes:
+    $KUBECTL create deployment web --image=busybox --replicas=6 -- sleep 3600
+    $KUBECTL get pods -o wide                  ($1)
+    $KUBECTL delete pod <one of them>          (a replacement runs within seconds)
+    hack/local-up.sh stop-node <i>; $KUBECTL get nodes -w   (<i>: a worker, 2..N)
+        (dh-node-<i> NotReady after about 50 s; its pods are replaced on the other nodes once
+        their node.kubernetes.io/unreachable toleration ends: 300 s by default, tolerationSeconds
+        in the pod template shortens it)
+    hack/local-up.sh start-node <i>            (Ready again; its old pods are cleaned up there)
+EOF
+}

@@ -21,6 +21,14 @@ use std::time::{Duration, Instant};
 pub const ORPHAN_RECORD_TTL: Duration = Duration::from_secs(60);
 /// At most this many records are kept (a bound, far above any node's container count).
 pub const MAX_RECORDS: usize = 4096;
+/// How long an exit by SIGKILL (status 137) with no OOM event yet is held back: containerd
+/// publishes `/tasks/oom` and `/tasks/exit` from separate watchers, and the OOM event of a
+/// container the kernel killed can come a few milliseconds after its exit. Reporting the exit
+/// before then would write reason `Error` where the CRI plugin (and the Go kubelet reading it)
+/// says `OOMKilled`; a pod that is then terminal keeps the wrong reason.
+pub const OOM_GRACE: Duration = Duration::from_millis(100);
+/// The exit status of a process killed by SIGKILL, as containerd reports it (128 + 9).
+pub const SIGKILL_EXIT_STATUS: i32 = 137;
 
 /// What containerd's events said about one container's task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +87,15 @@ impl RecordedExits {
         self.inner.lock().unwrap().get(id).map(|(r, _)| *r)
     }
 
+    /// The record of container `id` and how long ago its first event arrived.
+    pub fn get_with_age(&self, id: &str) -> Option<(RecordedExit, Duration)> {
+        self.inner
+            .lock()
+            .unwrap()
+            .get(id)
+            .map(|(r, at)| (*r, at.elapsed()))
+    }
+
     /// Forgets container `id` (CRI shows it exited, or it was removed).
     pub fn forget(&self, id: &str) {
         self.inner.lock().unwrap().remove(id);
@@ -122,6 +139,12 @@ pub fn exit_reason(exit_code: i32, oom: bool) -> &'static str {
     }
 }
 
+/// Whether the exit in `record`, first seen `age` ago, is a SIGKILL whose OOM event may still
+/// come ([`OOM_GRACE`]): it is not reported yet.
+pub fn awaiting_oom(record: &RecordedExit, age: Duration) -> bool {
+    matches!(record.exit, Some((SIGKILL_EXIT_STATUS, _))) && !record.oom && age < OOM_GRACE
+}
+
 /// Lays `record` over a CRI container status that does not show the exit yet: state
 /// `CONTAINER_EXITED`, the exit code, `finished_at` and the reason, as the CRI plugin will
 /// report them. A status that already shows the container exited, or a record without an exit
@@ -150,6 +173,54 @@ mod tests {
             state: api::ContainerState::ContainerRunning as i32,
             started_at: 5,
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_sigkill_exit_waits_a_moment_for_its_oom_event() {
+        let rec = |code: i32, oom: bool| RecordedExit {
+            exit: Some((code, 1)),
+            oom,
+        };
+        let (early, late) = (Duration::from_millis(5), OOM_GRACE);
+        let cases = [
+            (
+                "SIGKILL, no OOM event yet, just now: held",
+                rec(137, false),
+                early,
+                true,
+            ),
+            (
+                "SIGKILL, no OOM event within the grace: reported (Error)",
+                rec(137, false),
+                late,
+                false,
+            ),
+            (
+                "SIGKILL after an OOM event: reported at once (OOMKilled)",
+                rec(137, true),
+                early,
+                false,
+            ),
+            (
+                "any other status: reported at once",
+                rec(1, false),
+                early,
+                false,
+            ),
+            ("exit 0: reported at once", rec(0, false), early, false),
+            (
+                "an OOM event alone: nothing to report anyway",
+                RecordedExit {
+                    exit: None,
+                    oom: true,
+                },
+                early,
+                false,
+            ),
+        ];
+        for (name, r, age, held) in cases {
+            assert_eq!(awaiting_oom(&r, age), held, "{name}");
         }
     }
 

@@ -494,6 +494,14 @@ impl Pleg {
         let Some(uid) = uid else { return };
         if let Some(path) = log_path {
             wait_log_quiet(std::path::Path::new(&path)).await;
+            // a container's SIGKILL exit is reported once its OOM event has come or cannot
+            // come any more (exits::OOM_GRACE); the OOM event, if it comes, wakes the worker too
+            while let Some((rec, age)) = self.exits.get_with_age(&id) {
+                if !exits::awaiting_oom(&rec, age) {
+                    break;
+                }
+                tokio::time::sleep(exits::OOM_GRACE.saturating_sub(age)).await;
+            }
         }
         let _ = self.tx.send(uid).await;
     }

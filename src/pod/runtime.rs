@@ -159,10 +159,10 @@ impl PodRuntimeStatus {
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
             };
-            if let Some(rec) = exits.get(&c.id) {
+            if let Some((rec, age)) = exits.get_with_age(&c.id) {
                 if st.state == api::ContainerState::ContainerExited as i32 {
                     exits.forget(&c.id);
-                } else {
+                } else if !crate::pleg::exits::awaiting_oom(&rec, age) {
                     crate::pleg::exits::overlay(&mut st, &rec);
                 }
             }

@@ -285,11 +285,19 @@ async fn a_mirror_pod_status_changed_by_another_component_is_corrected() {
         Some("False"),
         "the patch did not apply"
     );
+    let patched = std::time::Instant::now();
     poll_async("the mirror pod's Ready condition corrected", || async {
         let p = api.get(&name).await.ok()?;
         (condition(&p, "Ready") == Some("True")).then_some(())
     })
     .await;
+    // the status manager's periodic pass (10 s, as the Go status manager's syncBatch) corrects
+    // it, not the 30 s pod resync
+    let took = patched.elapsed();
+    assert!(
+        took < deckhand::status::manager::MIRROR_RECONCILE_PERIOD + Duration::from_secs(8),
+        "the mirror pod's status was corrected after {took:?}"
+    );
     std::fs::remove_file(&file).unwrap();
     wait_gone(&api, &name).await;
     ns.delete().await;

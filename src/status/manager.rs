@@ -52,6 +52,9 @@ struct Inner {
     /// The pod's resourceVersion our last write produced, by the UID written to.
     written_rv: Mutex<HashMap<String, u64>>,
     mirrors: crate::source::mux::MirrorUids,
+    /// Static pods by their own UID, as last handed to [`StatusManager::write`]: what the
+    /// periodic mirror reconcile ([`StatusManager::reconcile_mirrors`]) writes for.
+    statics: Mutex<HashMap<String, Pod>>,
     /// Statuses not written yet, by pod UID: the newest wins.
     pending: Mutex<HashMap<String, (Pod, PodStatus)>>,
     wake: tokio::sync::Notify,
@@ -122,6 +125,43 @@ pub fn needs_reconcile(
         Some(_) => true,
         None => false,
     }
+}
+
+/// How often the writer task compares each mirror pod's status with the last status written
+/// for its static pod (k/k status manager `syncPeriod`, 10 s, whose `syncBatch(all)` runs
+/// `needsReconcile`). A regular pod needs no tick: a change to its API copy reaches its pod
+/// worker through the watch, and the worker's next write reconciles it. A mirror pod's does not.
+pub const MIRROR_RECONCILE_PERIOD: Duration = Duration::from_secs(10);
+
+/// The static pods (by their own UID) whose mirror pod's status must be corrected now: the
+/// mirror's copy is newer than our last write on it and differs from it ([`needs_reconcile`]).
+/// `mirrors` maps a static pod's UID to its mirror pod's UID, status and resourceVersion;
+/// `last_written` and `written_rv` are keyed by the mirror pod's UID. A static pod with no
+/// mirror pod, or nothing written on it yet, is left to its pod worker.
+pub fn mirrors_to_reconcile<'a>(
+    statics: impl IntoIterator<Item = &'a str>,
+    mirrors: &HashMap<String, (String, PodStatus, Option<String>)>,
+    last_written: &HashMap<String, PodStatus>,
+    written_rv: &HashMap<String, u64>,
+) -> Vec<String> {
+    statics
+        .into_iter()
+        .filter(|uid| {
+            let Some((mirror_uid, api_status, api_rv)) = mirrors.get(*uid) else {
+                return false;
+            };
+            let Some(last) = last_written.get(mirror_uid) else {
+                return false;
+            };
+            needs_reconcile(
+                api_status,
+                api_rv.as_deref(),
+                last,
+                written_rv.get(mirror_uid).copied(),
+            )
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 /// First wait before the writer retries statuses whose write failed (doubling).
@@ -234,6 +274,7 @@ impl StatusManager {
                 last_written: Mutex::new(HashMap::new()),
                 written_rv: Mutex::new(HashMap::new()),
                 mirrors: Default::default(),
+                statics: Mutex::new(HashMap::new()),
                 pending: Mutex::new(HashMap::new()),
                 wake: tokio::sync::Notify::new(),
                 writing: tokio::sync::Mutex::new(()),
@@ -304,6 +345,11 @@ impl StatusManager {
     pub async fn run(&self, cancel: tokio_util::sync::CancellationToken) {
         let mut retry = WRITE_RETRY_INITIAL;
         let mut failing = false;
+        let mut reconcile = tokio::time::interval_at(
+            tokio::time::Instant::now() + MIRROR_RECONCILE_PERIOD,
+            MIRROR_RECONCILE_PERIOD,
+        );
+        reconcile.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let failed = {
                 // The lock is held from the drain to the last write, so a direct write
@@ -358,6 +404,34 @@ impl StatusManager {
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = self.inner.wake.notified() => {}
+                _ = reconcile.tick() => self.reconcile_mirrors().await,
+            }
+        }
+    }
+
+    /// Rewrites the last status of each static pod whose mirror pod's status someone else
+    /// changed (the node lifecycle controller's Ready=False, say): one pass of the Go status
+    /// manager's periodic `syncBatch(true)` for mirror pods. A failed write is left to the
+    /// next pass.
+    pub async fn reconcile_mirrors(&self) {
+        let _w = self.inner.writing.lock().await;
+        let todo: Vec<(Pod, PodStatus)> = {
+            let statics = self.inner.statics.lock().unwrap();
+            let mirrors = self.inner.mirrors.lock().unwrap();
+            let written = self.inner.last_written.lock().unwrap();
+            let rvs = self.inner.written_rv.lock().unwrap();
+            mirrors_to_reconcile(statics.keys().map(String::as_str), &mirrors, &written, &rvs)
+                .into_iter()
+                .filter_map(|uid| {
+                    let pod = statics.get(&uid)?.clone();
+                    let status = written.get(&mirrors.get(&uid)?.0)?.clone();
+                    Some((pod, status))
+                })
+                .collect()
+        };
+        for (pod, status) in todo {
+            if let Err(e) = self.write(&pod, &status).await {
+                tracing::debug!(error = %e, "mirror pod status not reconciled; next pass retries");
             }
         }
     }
@@ -399,6 +473,11 @@ impl StatusManager {
         // a static pod's status lives on its mirror pod: that is the API copy to reconcile with
         // (k/k needsReconcile)
         let (uid, api_status, api_rv) = if crate::source::file::is_static(pod) {
+            self.inner
+                .statics
+                .lock()
+                .unwrap()
+                .insert(crate::pod::uid(pod).to_string(), pod.clone());
             match self.inner.mirrors.lock().unwrap().get(crate::pod::uid(pod)) {
                 Some((mirror_uid, mirror_status, mirror_rv)) => {
                     (mirror_uid.clone(), mirror_status.clone(), mirror_rv.clone())
@@ -516,6 +595,7 @@ impl StatusManager {
     /// Drops what is cached or queued for a pod that is gone.
     pub fn forget(&self, uid: &str) {
         self.inner.pending.lock().unwrap().remove(uid);
+        self.inner.statics.lock().unwrap().remove(uid);
         self.inner.last_written.lock().unwrap().remove(uid);
         self.inner.written_rv.lock().unwrap().remove(uid);
         if let Some((mirror_uid, _, _)) = self.inner.mirrors.lock().unwrap().get(uid) {
@@ -703,6 +783,41 @@ mod tests {
         assert_eq!(
             m.last_written("a").and_then(|s| s.phase),
             Some("Running".into())
+        );
+    }
+
+    /// The periodic mirror pass picks a static pod only when its mirror pod carries a newer,
+    /// different status than our last write on it.
+    #[test]
+    fn mirror_reconcile_picks_static_pods_whose_mirror_status_was_changed() {
+        let ours = status("Running");
+        let changed = status("Failed");
+        let mirrors: HashMap<String, (String, PodStatus, Option<String>)> = [
+            // changed by someone else after our write
+            ("etcd", ("m-etcd", changed.clone(), Some("120"))),
+            // our own write, seen by the watch
+            ("apiserver", ("m-api", ours.clone(), Some("100"))),
+            // the watch lags behind our write
+            ("scheduler", ("m-sched", changed.clone(), Some("90"))),
+            // nothing written on this mirror yet: left to the pod worker
+            ("cm", ("m-cm", changed.clone(), Some("120"))),
+        ]
+        .into_iter()
+        .map(|(k, (m, st, rv))| (k.to_string(), (m.to_string(), st, rv.map(String::from))))
+        .collect();
+        let written: HashMap<String, PodStatus> = ["m-etcd", "m-api", "m-sched"]
+            .into_iter()
+            .map(|m| (m.to_string(), ours.clone()))
+            .collect();
+        let rvs: HashMap<String, u64> = ["m-etcd", "m-api", "m-sched"]
+            .into_iter()
+            .map(|m| (m.to_string(), 100))
+            .collect();
+        // "proxy" is a static pod with no mirror pod yet
+        let statics = ["etcd", "apiserver", "scheduler", "cm", "proxy"];
+        assert_eq!(
+            mirrors_to_reconcile(statics, &mirrors, &written, &rvs),
+            vec!["etcd".to_string()]
         );
     }
 

@@ -14,7 +14,10 @@
 use crate::cri::api;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's clock, so a record's age follows paused time in the component tests (it is the real
+// clock otherwise, and outside a runtime)
+use tokio::time::Instant;
 
 /// How long a record whose container the runtime no longer lists is kept (a relist may have
 /// been taken before the container was created).

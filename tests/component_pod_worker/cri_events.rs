@@ -77,13 +77,7 @@ async fn an_unimplemented_event_stream_leaves_the_relist_in_charge() {
     );
     let h = Harness::start_with_pleg(runtime, EventSource::Cri, Duration::from_secs(2)).await;
     let p = pod("older", "Never", json!({}));
-    h.apply(&p).await;
-    let c = eventually(Duration::from_secs(10), "the container runs", || {
-        h.runtime.running("main")
-    })
-    .await;
-    h.status_in_phase("older", "Running", Duration::from_secs(10))
-        .await;
+    let c = h.start_running(&p).await;
     h.runtime.exit(&c.id, 3);
     // the relist (every 2 s here) sees the exit; the worker's resync (10 s) is not needed
     let st = h
@@ -144,13 +138,7 @@ async fn auto_falls_back_to_the_cri_stream_when_containerds_is_unavailable() {
         Harness::start_with_pleg_on(fake_runtime(), EventSource::Auto, LONG_RELIST, "containerd")
             .await;
     let p = pod("fallback", "Never", json!({}));
-    h.apply(&p).await;
-    let c = eventually(Duration::from_secs(10), "the container runs", || {
-        h.runtime.running("main")
-    })
-    .await;
-    h.status_in_phase("fallback", "Running", Duration::from_secs(10))
-        .await;
+    let c = h.start_running(&p).await;
     eventually(Duration::from_secs(5), "subscribed to CRI events", || {
         (h.runtime.event_streams() > 0).then_some(())
     })

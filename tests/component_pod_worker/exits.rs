@@ -3,7 +3,8 @@
 //! changes nothing.
 
 use super::harness::*;
-use serde_json::json;
+use deckhand::pleg::exits::OOM_GRACE;
+use serde_json::{json, Value};
 use std::time::Duration;
 
 /// A Never pod whose container exits: the event's record alone makes it Failed with the exit
@@ -13,13 +14,7 @@ use std::time::Duration;
 async fn an_exit_from_the_event_stream_is_written_before_cri_shows_it() {
     let h = Harness::start(fake_runtime()).await;
     let p = pod("fast", "Never", json!({}));
-    h.apply(&p).await;
-    let c = eventually(Duration::from_secs(10), "the container runs", || {
-        h.runtime.running("main")
-    })
-    .await;
-    h.status_in_phase("fast", "Running", Duration::from_secs(10))
-        .await;
+    let c = h.start_running(&p).await;
     // the process exits; containerd's event says so, its CRI plugin does not yet
     let exited_at = h.runtime.exit_unconfirmed(&c.id, 3);
     h.exits.record_exit(&c.id, 3, exited_at);
@@ -63,13 +58,7 @@ async fn an_exit_from_the_event_stream_is_written_before_cri_shows_it() {
 async fn a_recorded_exit_restarts_the_container_with_its_last_state() {
     let h = Harness::start(fake_runtime()).await;
     let p = pod("again", "Always", json!({}));
-    h.apply(&p).await;
-    let c = eventually(Duration::from_secs(10), "the container runs", || {
-        h.runtime.running("main")
-    })
-    .await;
-    h.status_in_phase("again", "Running", Duration::from_secs(10))
-        .await;
+    let c = h.start_running(&p).await;
     h.exits.record_oom(&c.id);
     let exited_at = h.runtime.exit_unconfirmed(&c.id, 137);
     h.exits.record_exit(&c.id, 137, exited_at);
@@ -101,13 +90,7 @@ fn rfc3339(nanos: i64) -> String {
 async fn the_terminal_phase_is_written_before_the_sandbox_is_stopped() {
     let h = Harness::start(fake_runtime()).await;
     let p = pod("quick", "Never", json!({}));
-    h.apply(&p).await;
-    let c = eventually(Duration::from_secs(10), "the container runs", || {
-        h.runtime.running("main")
-    })
-    .await;
-    h.status_in_phase("quick", "Running", Duration::from_secs(10))
-        .await;
+    let c = h.start_running(&p).await;
     h.runtime
         .delay("StopPodSandbox", Some(Duration::from_secs(2)));
     let exited_at = h.runtime.exit_unconfirmed(&c.id, 1);
@@ -130,5 +113,77 @@ async fn the_terminal_phase_is_written_before_the_sandbox_is_stopped() {
             .then_some(())
     })
     .await;
+    h.stop().await;
+}
+
+/// A container killed by SIGKILL (status 137) whose OOM event has not come yet: the worker does
+/// not report the exit within [`OOM_GRACE`] (containerd's `/tasks/oom` can follow `/tasks/exit`
+/// by milliseconds), so the OOM event that comes inside it gives the terminal reason OOMKilled
+/// and no status ever says Error.
+#[tokio::test(start_paused = true)]
+async fn a_sigkill_exit_is_held_for_its_oom_event() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("oom", "Never", json!({}));
+    let c = h.start_running(&p).await;
+    let exited_at = h.runtime.exit_unconfirmed(&c.id, 137);
+    h.exits.record_exit(&c.id, 137, exited_at);
+    h.poke(&p).await;
+    tokio::time::sleep(OOM_GRACE / 2).await;
+    assert_eq!(
+        h.phase("oom").as_deref(),
+        Some("Running"),
+        "the SIGKILL exit was reported inside the OOM grace"
+    );
+    // the OOM event arrives inside the grace (and CRI will say OOMKilled too)
+    h.runtime.oom_unconfirmed(&c.id);
+    h.exits.record_oom(&c.id);
+    h.poke(&p).await;
+    let st = h
+        .status_in_phase("oom", "Failed", Duration::from_secs(5))
+        .await;
+    let term = &st["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(term["exitCode"], 137, "{st}");
+    assert_eq!(term["reason"], "OOMKilled", "{st}");
+    let reasons: Vec<Value> = h
+        .api
+        .lock()
+        .unwrap()
+        .history
+        .iter()
+        .map(|(_, s)| s["containerStatuses"][0]["state"]["terminated"]["reason"].clone())
+        .collect();
+    assert!(
+        !reasons.contains(&json!("Error")),
+        "a status said Error before OOMKilled: {reasons:?}"
+    );
+    h.stop().await;
+}
+
+/// A SIGKILL exit with no OOM event (a `kill -9` from outside): once [`OOM_GRACE`] has passed
+/// the exit is reported with the reason Error, without waiting for CRI to catch up.
+#[tokio::test(start_paused = true)]
+async fn a_sigkill_exit_without_an_oom_event_is_reported_after_the_grace() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("killed", "Never", json!({}));
+    let c = h.start_running(&p).await;
+    let exited_at = h.runtime.exit_unconfirmed(&c.id, 137);
+    h.exits.record_exit(&c.id, 137, exited_at);
+    h.poke(&p).await;
+    tokio::time::sleep(OOM_GRACE / 2).await;
+    assert_eq!(
+        h.phase("killed").as_deref(),
+        Some("Running"),
+        "reported inside the grace"
+    );
+    // the PLEG wakes the worker again once the grace is over
+    tokio::time::sleep(OOM_GRACE / 2).await;
+    h.poke(&p).await;
+    let st = h
+        .status_in_phase("killed", "Failed", Duration::from_secs(5))
+        .await;
+    let term = &st["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(term["exitCode"], 137, "{st}");
+    assert_eq!(term["reason"], "Error", "{st}");
+    assert_eq!(term["finishedAt"], rfc3339(exited_at), "{st}");
     h.stop().await;
 }

@@ -377,6 +377,20 @@ impl Harness {
         .await
     }
 
+    /// Applies `pod` and waits (up to 10 s each) until its container `main` runs and the pod's
+    /// API status says Running; returns the container.
+    pub(crate) async fn start_running(&self, pod: &Pod) -> deckhand::cri::fake::FakeContainer {
+        self.apply(pod).await;
+        let c = eventually(Duration::from_secs(10), "the container runs", || {
+            self.runtime.running("main")
+        })
+        .await;
+        let name = pod.metadata.name.as_deref().unwrap();
+        self.status_in_phase(name, "Running", Duration::from_secs(10))
+            .await;
+        c
+    }
+
     /// The API status of container `container` of pod `name` (regular, init or ephemeral).
     pub(crate) fn container_status(&self, name: &str, container: &str) -> Option<Value> {
         let r = self.api.lock().unwrap();

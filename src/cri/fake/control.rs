@@ -81,6 +81,7 @@ impl FakeRuntime {
                     exit_code: 0,
                     reason: String::new(),
                     pending_exit: None,
+                    pending_oom: false,
                 },
             );
             id
@@ -209,6 +210,16 @@ impl FakeRuntime {
             }
         });
         now
+    }
+
+    /// Container `id` was killed by the OOM killer (containerd's `/tasks/oom` event): when CRI
+    /// shows its exit ([`FakeRuntime::exit_unconfirmed`] with 137), the reason is `OOMKilled`.
+    pub fn oom_unconfirmed(&self, id: &str) {
+        self.with(|s| {
+            if let Some(c) = s.containers.get_mut(id) {
+                c.pending_oom = true;
+            }
+        });
     }
 
     /// CRI shows the exit [`FakeRuntime::exit_unconfirmed`] made.

@@ -74,6 +74,10 @@ pub struct FakeContainer {
     /// ([`FakeRuntime::exit_unconfirmed`]); a stop then finds the task gone and the container
     /// keeps this exit.
     pub pending_exit: Option<(i32, i64)>,
+    /// The kernel's OOM killer ended the process ([`FakeRuntime::oom_unconfirmed`]): once CRI
+    /// shows the exit, its reason is `OOMKilled`, as containerd's CRI plugin reports it after
+    /// a `/tasks/oom` event.
+    pub pending_oom: bool,
 }
 
 impl FakeSandbox {
@@ -355,7 +359,14 @@ impl FakeRuntime {
             // the process had exited already: the stop finds nothing to kill
             c.finished_at = at;
             c.exit_code = code;
-            c.reason = if code == 0 { "Completed" } else { "Error" }.into();
+            c.reason = if c.pending_oom {
+                "OOMKilled"
+            } else if code == 0 {
+                "Completed"
+            } else {
+                "Error"
+            }
+            .into();
         } else {
             c.finished_at = now;
             c.exit_code = code;

@@ -192,6 +192,7 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
                     exit_code: 0,
                     reason: String::new(),
                     pending_exit: None,
+                    pending_oom: false,
                 },
             );
             s.publish(&id, api::ContainerEventType::ContainerCreatedEvent, now);

@@ -7,8 +7,8 @@
 
 use crate::certificate::csr::{Kind, Template};
 use crate::certificate::manager::{
-    bootstrap_client_cert, BootstrapConfig, Installer, ReloadableClient, Rotator,
-    ServingCertificate,
+    bootstrap_client_cert, client_rotation, kubeconfig_client_pair, BootstrapConfig,
+    ClientRotation, Installer, ReloadableClient, Rotator, ServingCertificate,
 };
 use crate::certificate::store::FileStore;
 use crate::config::{Flags, KubeletConfiguration};
@@ -153,6 +153,7 @@ impl Kubelet {
         // pods only, no node, lease, mirror pods, events or status in the API server.
         let standalone = flags.kubeconfig.is_none() && flags.bootstrap_kubeconfig.is_none();
         let client_store = FileStore::new(&cert_dir, Kind::Client.store_prefix());
+        let mut force_client_rotation = false;
         let (client, reloadable) = match &flags.kubeconfig {
             _ if standalone => {
                 tracing::info!(
@@ -165,15 +166,41 @@ impl Kubelet {
                 (crate::standalone::offline_client(), None)
             }
             Some(kc) if kubelet.rotate_certificates => {
-                if kubeconfig_names(kc, &client_store.current_path()) {
-                    let (r, c) = ReloadableClient::new(kc)
+                let names = kubeconfig_names(kc, &client_store.current_path());
+                let store_valid = matches!(client_store.current(),
+                    Ok(Some(s)) if crate::certificate::validity::still_valid(&s.chain, chrono::Utc::now()));
+                let pair = if names || store_valid {
+                    None
+                } else {
+                    kubeconfig_client_pair(kc).with_step(|| {
+                        format!("reading the client certificate of {}", kc.display())
+                    })?
+                };
+                let plan = client_rotation(names, store_valid, pair.as_ref().map(|p| p.2));
+                if let Some((cert, key, _)) = &pair {
+                    // kubeadm init's kubelet.conf: its pair becomes the cert dir's current pem
+                    // (kubeadm's kubelet-finalize phase then points kubelet.conf at it)
+                    let file = client_store.update(cert, key).with_step(|| {
+                        format!(
+                            "storing the client certificate of {} in {}",
+                            kc.display(),
+                            cert_dir.display()
+                        )
+                    })?;
+                    tracing::info!(kubeconfig = %kc.display(), cert = %file.display(), "client certificate rotation starts from the kubeconfig's certificate");
+                }
+                if plan == ClientRotation::Off {
+                    tracing::warn!(kubeconfig = %kc.display(), cert_dir = %cert_dir.display(),
+                        "client certificate rotation: no valid certificate in the cert dir and no client certificate and key in the kubeconfig; not rotating");
+                    (kube_client(&flags).await?, None)
+                } else {
+                    let identity =
+                        (plan != ClientRotation::Kubeconfig).then(|| client_store.current_path());
+                    let (r, c) = ReloadableClient::new(kc, identity.as_deref())
                         .await
                         .with_step(|| format!("loading kubeconfig {}", kc.display()))?;
+                    force_client_rotation = plan == ClientRotation::Seed { at_once: true };
                     (c, Some(r))
-                } else {
-                    tracing::warn!(kubeconfig = %kc.display(), expected = %client_store.current_path().display(),
-                        "client certificate rotation needs a kubeconfig whose client certificate is the cert dir's current pem (as TLS bootstrap writes it); not rotating");
-                    (kube_client(&flags).await?, None)
                 }
             }
             _ => (kube_client(&flags).await?, None),
@@ -276,6 +303,7 @@ impl Kubelet {
                 template: Template::client(&node_name),
                 client: client.clone(),
                 installer: Installer::Client(r),
+                force: force_client_rotation,
             };
             let c = cancel.clone();
             tasks.spawn("client certificate rotation", async move {
@@ -300,6 +328,7 @@ impl Kubelet {
                 template,
                 client: client.clone(),
                 installer: Installer::Serving(sc.clone()),
+                force: false,
             };
             if !rotator.load_current() {
                 tracing::info!("no serving certificate yet: requesting one (kubernetes.io/kubelet-serving CSRs need an approver)");

@@ -338,7 +338,7 @@ async fn joins_with_a_bootstrap_token_and_kubeadm_files_and_comes_up_ready() {
     wait_running(&ns.pods(), "joined").await;
 
     // 6. the Node authorizer: with its certificate it reads its pods, not an unrelated secret
-    let node_client = deckhand::certificate::manager::client_from_kubeconfig(&kubeconfig)
+    let node_client = deckhand::certificate::manager::client_from_kubeconfig(&kubeconfig, None)
         .await
         .unwrap();
     let pods: Api<Pod> = Api::all(node_client.clone());

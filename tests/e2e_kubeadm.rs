@@ -158,6 +158,67 @@ fn kubeadm_cluster_runs_on_deckhand() {
     );
 }
 
+/// kubeadm init's kubelet.conf embeds dh-node-1's client certificate. As the Go kubelet does
+/// (client-go `getCurrentCertificateOrBootstrap`), deckhand copies it into its cert dir as
+/// `kubelet-client-current.pem` and requests a new one at once (a CSR by `system:node:dh-node-1`,
+/// auto-approved through kubeadm's `kubeadm:node-autoapprove-certificate-rotation`); kubeadm's
+/// kubelet-finalize phase finds the pem and points kubelet.conf at it.
+#[test]
+#[ignore = "needs LOCAL_UP_MODE=kubeadm hack/local-up.sh up"]
+fn the_control_plane_nodes_client_certificate_is_rotated() {
+    let node1 = state().join("nodes/dh-node-1");
+    let kubelet_conf =
+        std::fs::read_to_string(node1.join("etc-kubernetes/kubelet.conf")).expect("kubelet.conf");
+    let pem = "/var/lib/kubelet/pki/kubelet-client-current.pem";
+    assert!(
+        kubelet_conf.contains(&format!("client-certificate: {pem}"))
+            && !kubelet_conf.contains("client-certificate-data"),
+        "kubeadm's kubelet-finalize did not point kubelet.conf at {pem}:\n{kubelet_conf}"
+    );
+    // the CSR is issued and its certificate is the one deckhand now presents: the cert dir's
+    // current pem (kubelet.conf's pair was copied there first, then replaced)
+    let current = node1.join("var-lib-kubelet/pki/kubelet-client-current.pem");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let csrs = kubectl_json(&["get", "csr"]);
+        let issued: Vec<String> = csrs["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| {
+                s(c, &["spec", "signerName"]) == "kubernetes.io/kube-apiserver-client-kubelet"
+                    && s(c, &["spec", "username"]) == "system:node:dh-node-1"
+            })
+            .filter_map(|c| {
+                use base64::Engine;
+                let b = base64::engine::general_purpose::STANDARD
+                    .decode(s(c, &["status", "certificate"]))
+                    .ok()?;
+                String::from_utf8(b).ok().filter(|t| !t.is_empty())
+            })
+            .collect();
+        // the link names the file by its path inside the node (/var/lib/kubelet/pki/...)
+        let presented = std::fs::read_link(&current)
+            .ok()
+            .and_then(|t| t.file_name().map(|f| current.with_file_name(f)))
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .unwrap_or_default();
+        if issued
+            .iter()
+            .any(|cert| presented.starts_with(cert.trim_end()))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "dh-node-1's current client certificate ({}) is not one issued to system:node:dh-node-1 (issued: {})",
+            current.display(),
+            issued.len()
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
 fn kubectl(args: &[&str], stdin: Option<&str>) -> (bool, String) {
     use std::io::Write;
     let admin = state().join("kubeadm/admin.conf");

@@ -44,18 +44,30 @@ fn kc_err(path: &Path) -> impl Fn(String) -> CertError + '_ {
     }
 }
 
-/// Builds a kube client from a kubeconfig file.
-pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, CertError> {
+/// Builds a kube client from a kubeconfig file. With `identity` (a combined certificate and
+/// key pem: the cert dir's current pem) the client presents that instead of whatever the
+/// kubeconfig's user names, as the Go kubelet's rotating transport presents the certificate
+/// manager's current certificate (k/k `cmd/kubelet/app/server.go buildKubeletClientConfig`).
+pub async fn client_from_kubeconfig(
+    path: &Path,
+    identity: Option<&Path>,
+) -> Result<kube::Client, CertError> {
     let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| kc_err(path)(e.to_string()))?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .map_err(|e| kc_err(path)(e.to_string()))?;
+    if let Some(pem) = identity {
+        let pem = pem.to_string_lossy().into_owned();
+        cfg.auth_info.client_certificate_data = None;
+        cfg.auth_info.client_key_data = None;
+        cfg.auth_info.client_certificate = Some(pem.clone());
+        cfg.auth_info.client_key = Some(pem);
+    }
     kube::Client::try_from(cfg).map_err(|e| kc_err(path)(e.to_string()))
 }
 
-/// The client certificate chain a kubeconfig's current user presents, parsed.
-pub fn kubeconfig_client_chain(path: &Path) -> Result<Vec<CertInfo>, CertError> {
-    use base64::Engine;
+/// The current context's user of a kubeconfig.
+fn current_auth_info(path: &Path) -> Result<kube::config::AuthInfo, CertError> {
     let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| kc_err(path)(e.to_string()))?;
     let ctx_name = kc.current_context.clone().unwrap_or_default();
     let user = kc
@@ -65,22 +77,81 @@ pub fn kubeconfig_client_chain(path: &Path) -> Result<Vec<CertInfo>, CertError> 
         .and_then(|c| c.context.as_ref())
         .map(|c| c.user.clone().unwrap_or_default())
         .ok_or_else(|| kc_err(path)(format!("no context {ctx_name:?}")))?;
-    let auth = kc
-        .auth_infos
+    kc.auth_infos
         .iter()
         .find(|a| a.name == user)
         .and_then(|a| a.auth_info.clone())
-        .ok_or_else(|| kc_err(path)(format!("no user {user:?}")))?;
-    let pem = if let Some(data) = &auth.client_certificate_data {
-        base64::engine::general_purpose::STANDARD
+        .ok_or_else(|| kc_err(path)(format!("no user {user:?}")))
+}
+
+/// One of a kubeconfig user's pem items, from its `-data` field (base64) or else its file.
+fn auth_pem(
+    path: &Path,
+    field: &str,
+    data: Option<&str>,
+    file: Option<&str>,
+) -> Result<Option<Vec<u8>>, CertError> {
+    use base64::Engine;
+    if let Some(data) = data {
+        return base64::engine::general_purpose::STANDARD
             .decode(data.trim())
-            .map_err(|e| kc_err(path)(format!("client-certificate-data: {e}")))?
-    } else if let Some(file) = &auth.client_certificate {
-        std::fs::read(file).map_err(|e| kc_err(path)(format!("{file}: {e}")))?
-    } else {
-        return Err(kc_err(path)("no client certificate".into()));
-    };
+            .map(Some)
+            .map_err(|e| kc_err(path)(format!("{field}-data: {e}")));
+    }
+    file.map(|f| std::fs::read(f).map_err(|e| kc_err(path)(format!("{f}: {e}"))))
+        .transpose()
+}
+
+/// The client certificate chain a kubeconfig's current user presents, parsed.
+pub fn kubeconfig_client_chain(path: &Path) -> Result<Vec<CertInfo>, CertError> {
+    let auth = current_auth_info(path)?;
+    let pem = auth_pem(
+        path,
+        "client-certificate",
+        auth.client_certificate_data.as_deref(),
+        auth.client_certificate.as_deref(),
+    )?
+    .ok_or_else(|| kc_err(path)("no client certificate".into()))?;
     validity::parse_certs_pem(&pem)
+}
+
+/// The client certificate and key pems a kubeconfig's current user presents, when it has both
+/// (kubeadm init's `kubelet.conf` embeds them), and where they came from: what the Go kubelet's
+/// certificate manager starts from when its cert dir holds no valid certificate (client-go
+/// `util/certificate getCurrentCertificateOrBootstrap`).
+pub fn kubeconfig_client_pair(
+    path: &Path,
+) -> Result<Option<(String, String, KubeconfigPair)>, CertError> {
+    use secrecy::ExposeSecret;
+    let auth = current_auth_info(path)?;
+    let cert = auth_pem(
+        path,
+        "client-certificate",
+        auth.client_certificate_data.as_deref(),
+        auth.client_certificate.as_deref(),
+    )?;
+    let key = auth_pem(
+        path,
+        "client-key",
+        auth.client_key_data.as_ref().map(|s| s.expose_secret()),
+        auth.client_key.as_deref(),
+    )?;
+    let text = |b: Vec<u8>, field: &str| {
+        String::from_utf8(b).map_err(|e| kc_err(path)(format!("{field}: {e}")))
+    };
+    let source = if auth.client_certificate_data.is_some() && auth.client_key_data.is_some() {
+        KubeconfigPair::Embedded
+    } else {
+        KubeconfigPair::Files
+    };
+    match (cert, key) {
+        (Some(c), Some(k)) => Ok(Some((
+            text(c, "client-certificate")?,
+            text(k, "client-key")?,
+            source,
+        ))),
+        _ => Ok(None),
+    }
 }
 
 /// Is the kubeconfig there, loadable, with a client certificate none of whose chain has
@@ -168,7 +239,7 @@ pub async fn bootstrap_client_cert(cfg: &BootstrapConfig) -> Result<bool, CertEr
         return Ok(false);
     }
     tracing::info!(bootstrap_kubeconfig = %cfg.bootstrap_kubeconfig.display(), "using the bootstrap kubeconfig to request a client certificate");
-    let client = client_from_kubeconfig(&cfg.bootstrap_kubeconfig).await?;
+    let client = client_from_kubeconfig(&cfg.bootstrap_kubeconfig, None).await?;
     let store = FileStore::new(&cfg.cert_dir, Kind::Client.store_prefix());
     let tmp_key = cfg.cert_dir.join(TMP_KEY_FILE);
     // reuse the key of the current pair, else the key of an interrupted bootstrap, else a new one
@@ -243,17 +314,23 @@ async fn wait_for_server(client: &kube::Client, deadline: Duration) {
 pub struct ReloadableClient {
     inner: Arc<RwLock<kube::Client>>,
     kubeconfig: PathBuf,
+    identity: Option<PathBuf>,
 }
 
 impl ReloadableClient {
-    /// Loads the kubeconfig; returns the reloadable service and the [`kube::Client`] built over
-    /// it (the one to hand to the rest of deckhand).
-    pub async fn new(kubeconfig: &Path) -> Result<(ReloadableClient, kube::Client), CertError> {
-        let inner = client_from_kubeconfig(kubeconfig).await?;
+    /// Loads the kubeconfig (presenting `identity` instead of its user's certificate when given:
+    /// [`client_from_kubeconfig`]); returns the reloadable service and the [`kube::Client`]
+    /// built over it (the one to hand to the rest of deckhand).
+    pub async fn new(
+        kubeconfig: &Path,
+        identity: Option<&Path>,
+    ) -> Result<(ReloadableClient, kube::Client), CertError> {
+        let inner = client_from_kubeconfig(kubeconfig, identity).await?;
         let ns = inner.default_namespace().to_string();
         let r = ReloadableClient {
             inner: Arc::new(RwLock::new(inner)),
             kubeconfig: kubeconfig.to_path_buf(),
+            identity: identity.map(Path::to_path_buf),
         };
         let outer = kube::Client::new(r.clone(), ns);
         Ok((r, outer))
@@ -261,7 +338,7 @@ impl ReloadableClient {
 
     /// Re-reads the kubeconfig (and so the current certificate) and swaps the inner client.
     pub async fn reload(&self) -> Result<(), CertError> {
-        let fresh = client_from_kubeconfig(&self.kubeconfig).await?;
+        let fresh = client_from_kubeconfig(&self.kubeconfig, self.identity.as_deref()).await?;
         *self.inner.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         tracing::info!(kubeconfig = %self.kubeconfig.display(), "API client switched to the rotated client certificate");
         Ok(())
@@ -340,6 +417,57 @@ impl rustls::server::ResolvesServerCert for ServingCertificate {
 // rotation
 // ---------------------------------------------------------------------------------------------
 
+/// How the client certificate is presented and rotated when `rotateCertificates` is on (k/k
+/// `cmd/kubelet/app/server.go buildKubeletClientConfig` with client-go `util/certificate
+/// getCurrentCertificateOrBootstrap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientRotation {
+    /// The kubeconfig names the cert dir's current pem (TLS bootstrap, or kubeadm's
+    /// kubelet-finalize phase, wrote it so): present it and rotate it at its deadline.
+    Kubeconfig,
+    /// The cert dir holds a valid certificate the kubeconfig does not name: present that one
+    /// (the certificate manager's, not the kubeconfig's) and rotate it at its deadline.
+    Store,
+    /// No valid certificate in the cert dir, and the kubeconfig's user has a certificate and
+    /// key: copy them into the cert dir and present them. `at_once` when they are embedded
+    /// (`client-certificate-data`, as in kubeadm init's `kubelet.conf`): client-go takes them
+    /// as bootstrap data and requests a new certificate at once. Files it takes as the store's
+    /// current pair, rotated at their deadline.
+    Seed {
+        /// Request a new certificate now.
+        at_once: bool,
+    },
+    /// Nothing to start from: the kubeconfig is used as it is, and nothing is rotated.
+    Off,
+}
+
+/// Decides [`ClientRotation`] from whether the kubeconfig names the cert dir's current pem,
+/// whether that pem holds a certificate still valid, and the kubeconfig user's certificate and
+/// key ([`KubeconfigPair`]).
+pub fn client_rotation(
+    names_store: bool,
+    store_valid: bool,
+    kubeconfig_pair: Option<KubeconfigPair>,
+) -> ClientRotation {
+    match (names_store, store_valid, kubeconfig_pair) {
+        (true, _, _) => ClientRotation::Kubeconfig,
+        (false, true, _) => ClientRotation::Store,
+        (false, false, Some(p)) => ClientRotation::Seed {
+            at_once: p == KubeconfigPair::Embedded,
+        },
+        (false, false, None) => ClientRotation::Off,
+    }
+}
+
+/// Where a kubeconfig user's client certificate and key are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeconfigPair {
+    /// `client-certificate-data` and `client-key-data`.
+    Embedded,
+    /// `client-certificate` and `client-key` files (or one of each kind).
+    Files,
+}
+
 /// What happens with a newly issued certificate.
 pub enum Installer {
     /// The client certificate: the API client reloads the kubeconfig.
@@ -360,6 +488,10 @@ pub struct Rotator {
     pub client: kube::Client,
     /// Where a new certificate goes.
     pub installer: Installer,
+    /// Request a new certificate at once, whatever the current one's deadline (client-go
+    /// `forceRotation`: the current one was copied from the kubeconfig's embedded data,
+    /// [`ClientRotation::Seed`]).
+    pub force: bool,
 }
 
 impl Rotator {
@@ -389,8 +521,16 @@ impl Rotator {
     /// then requests a new one (retries: 2 s doubling five times, then every 32 s).
     pub async fn run(self, cancel: CancellationToken) {
         let kind = self.kind;
+        let mut force = self.force;
         loop {
             let wait = match self.store.current() {
+                Ok(Some(_)) if std::mem::take(&mut force) => {
+                    tracing::info!(
+                        ?kind,
+                        "the certificate came from the kubeconfig: requesting a new one now"
+                    );
+                    Duration::ZERO
+                }
                 Ok(Some(s)) if validity::still_valid(&s.chain, Utc::now()) => {
                     let jitter: f64 = rand::random();
                     let leaf = &s.chain[0];
@@ -501,6 +641,100 @@ mod tests {
         let (server, ca) = cluster_of(&kc).unwrap();
         assert_eq!(server, "https://10.250.0.1:6443");
         assert!(matches!(ca, CaSource::Insecure));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// kubeadm init's kubelet.conf embeds the node's certificate and key; the Go kubelet copies
+    /// them into its cert dir and rotates at once. A kubeconfig naming the current pem, or a
+    /// valid pem already there, wins over the kubeconfig's own pair.
+    #[test]
+    fn client_rotation_follows_the_go_kubelets_rules() {
+        use ClientRotation::*;
+        use KubeconfigPair::*;
+        let cases = [
+            ((true, true, None), Kubeconfig, "TLS bootstrap's kubeconfig"),
+            (
+                (true, false, None),
+                Kubeconfig,
+                "named but expired: rotation requests at once",
+            ),
+            (
+                (false, true, Some(Embedded)),
+                Store,
+                "a valid pem from an earlier start wins",
+            ),
+            (
+                (false, true, None),
+                Store,
+                "a valid pem, kubeconfig without a pair",
+            ),
+            (
+                (false, false, Some(Embedded)),
+                Seed { at_once: true },
+                "kubeadm init's embedded pair",
+            ),
+            (
+                (false, false, Some(Files)),
+                Seed { at_once: false },
+                "files: the store's current pair",
+            ),
+            ((false, false, None), Off, "nothing to start from"),
+        ];
+        for ((names, valid, pair), want, what) in cases {
+            assert_eq!(client_rotation(names, valid, pair), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_kubeconfigs_embedded_pair_is_read() {
+        use base64::Engine;
+        let dir = std::env::temp_dir().join(format!("deckhand-kcpair-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let stored = store::split_pem(&cert_pem((2999, 1, 1))).unwrap();
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let kc = dir.join("kubelet.conf");
+        let write = |user: &str| {
+            let yaml = format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: https://10.250.0.1:6443\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user:\n{user}"
+            );
+            std::fs::write(&kc, yaml).unwrap();
+        };
+        write(&format!(
+            "    client-certificate-data: {}\n    client-key-data: {}\n",
+            b64(&stored.cert_pem),
+            b64(&stored.key_pem)
+        ));
+        let (cert, key, from) = kubeconfig_client_pair(&kc).unwrap().expect("a pair");
+        assert_eq!(
+            (cert.as_str(), key.as_str()),
+            (&*stored.cert_pem, &*stored.key_pem)
+        );
+        assert_eq!(from, KubeconfigPair::Embedded);
+        // the same pair as files
+        let (cf, kf) = (dir.join("c.pem"), dir.join("k.pem"));
+        std::fs::write(&cf, &stored.cert_pem).unwrap();
+        std::fs::write(&kf, &stored.key_pem).unwrap();
+        write(&format!(
+            "    client-certificate: {}\n    client-key: {}\n",
+            cf.display(),
+            kf.display()
+        ));
+        let (cert, _, from) = kubeconfig_client_pair(&kc).unwrap().expect("a pair");
+        assert_eq!(
+            (cert.as_str(), from),
+            (&*stored.cert_pem, KubeconfigPair::Files)
+        );
+        // a certificate without a key is no pair
+        write(&format!(
+            "    client-certificate-data: {}\n",
+            b64(&stored.cert_pem)
+        ));
+        assert_eq!(kubeconfig_client_pair(&kc).unwrap(), None);
+        // bad base64 is an error naming the field
+        write("    client-certificate-data: '!!'\n    client-key-data: '!!'\n");
+        let err = kubeconfig_client_pair(&kc).unwrap_err().to_string();
+        assert!(err.contains("client-certificate-data"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

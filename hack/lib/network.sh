@@ -26,9 +26,24 @@ ensure_guard_first() {
   ensure_jump filter INPUT "$GUARD_IN"
 }
 
+# /run/netns as a shared mount point of its own, before containerd makes pod network namespaces
+# in it (what `ip netns add` does the first time: iproute2 bind-mounts the directory onto itself,
+# recursively, and makes it shared). containerd 1.6 bind-mounts each pod's netns straight onto
+# /run/netns/cni-*; if the directory is not a mount point yet, the first `ip netns add` (an
+# extra node's namespace) copies every such mount into its new bind mount, and containerd can
+# never remove those pods' netns files again (it unmounts the copy, the original underneath
+# keeps the file busy: "failed to remove netns: unlinkat ...: device or resource busy"). Seen on
+# a freshly booted machine, whose /run/netns had never been a mount point.
+netns_dir_shared() {
+  mkdir -p /run/netns
+  mountpoint -q /run/netns || mount --bind /run/netns /run/netns
+  mount --make-shared /run/netns
+}
+
 step_network() {
   log "network: $DUMMY_IF $NODE_IP/32, blackhole $SERVICE_CIDR, guard chains"
   mkdir -p "$STATE"
+  netns_dir_shared
   if ! ip link show "$DUMMY_IF" >/dev/null 2>&1; then
     # this kernel may lack the dummy driver (no modules); an ifb device behaves the same for a
     # local address (nothing is ever transmitted on it: local traffic goes through lo)
@@ -129,8 +144,21 @@ cleanup_network() {
   for ns in /run/netns/cni-*; do
     [ -e "$ns" ] || continue
     umount "$ns" 2>/dev/null || umount -l "$ns" 2>/dev/null || true
-    rm -f "$ns"
+    rm -f "$ns" 2>/dev/null || true
   done
+  # a netns file still busy has its mount hidden under the /run/netns bind mount (see
+  # netns_dir_shared: made by an earlier harness version): with no node namespace left, that
+  # bind goes, the hidden mounts are removed, and netns_dir_shared makes it again at the next up
+  if compgen -G '/run/netns/cni-*' >/dev/null && mountpoint -q /run/netns && umount /run/netns 2>/dev/null; then
+    for ns in /run/netns/cni-*; do
+      [ -e "$ns" ] || continue
+      umount "$ns" 2>/dev/null || umount -l "$ns" 2>/dev/null || true
+      rm -f "$ns" 2>/dev/null || true
+    done
+  fi
+  if compgen -G '/run/netns/cni-*' >/dev/null; then
+    warn "pod network namespaces left in /run/netns: $(cd /run/netns && echo cni-*)"
+  fi
   rm -rf "/var/lib/cni/networks/$CNI_NAME" "/var/lib/cni/results/$CNI_NAME"-* 2>/dev/null || true
   ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && ip link del "$CNI_BRIDGE"
   cleanup_cni_iptables

@@ -105,14 +105,22 @@ fn auth_pem(
 /// The client certificate chain a kubeconfig's current user presents, parsed.
 pub fn kubeconfig_client_chain(path: &Path) -> Result<Vec<CertInfo>, CertError> {
     let auth = current_auth_info(path)?;
-    let pem = auth_pem(
+    let pem = client_certificate_pem(path, &auth)?
+        .ok_or_else(|| kc_err(path)("no client certificate".into()))?;
+    validity::parse_certs_pem(&pem)
+}
+
+/// A kubeconfig user's client certificate pem, if it has one.
+fn client_certificate_pem(
+    path: &Path,
+    auth: &kube::config::AuthInfo,
+) -> Result<Option<Vec<u8>>, CertError> {
+    auth_pem(
         path,
         "client-certificate",
         auth.client_certificate_data.as_deref(),
         auth.client_certificate.as_deref(),
-    )?
-    .ok_or_else(|| kc_err(path)("no client certificate".into()))?;
-    validity::parse_certs_pem(&pem)
+    )
 }
 
 /// The client certificate and key pems a kubeconfig's current user presents, when it has both
@@ -124,12 +132,7 @@ pub fn kubeconfig_client_pair(
 ) -> Result<Option<(String, String, KubeconfigPair)>, CertError> {
     use secrecy::ExposeSecret;
     let auth = current_auth_info(path)?;
-    let cert = auth_pem(
-        path,
-        "client-certificate",
-        auth.client_certificate_data.as_deref(),
-        auth.client_certificate.as_deref(),
-    )?;
+    let cert = client_certificate_pem(path, &auth)?;
     let key = auth_pem(
         path,
         "client-key",

@@ -116,6 +116,27 @@ async fn the_terminal_phase_is_written_before_the_sandbox_is_stopped() {
     h.stop().await;
 }
 
+/// Starts a Never pod `name`, kills its container by SIGKILL as containerd's event stream
+/// reports it (exit 137, CRI not caught up, no OOM event), wakes the worker, and checks at half
+/// of [`OOM_GRACE`] that the exit is not reported yet. Returns the container and its exit time.
+async fn sigkilled_inside_the_grace(
+    h: &Harness,
+    p: &Pod,
+) -> (deckhand::cri::fake::FakeContainer, i64) {
+    let c = h.start_running(p).await;
+    let exited_at = h.runtime.exit_unconfirmed(&c.id, 137);
+    h.exits.record_exit(&c.id, 137, exited_at);
+    h.poke(p).await;
+    tokio::time::sleep(OOM_GRACE / 2).await;
+    let name = p.metadata.name.as_deref().unwrap();
+    assert_eq!(
+        h.phase(name).as_deref(),
+        Some("Running"),
+        "the SIGKILL exit was reported inside the OOM grace"
+    );
+    (c, exited_at)
+}
+
 /// A container killed by SIGKILL (status 137) whose OOM event has not come yet: the worker does
 /// not report the exit within [`OOM_GRACE`] (containerd's `/tasks/oom` can follow `/tasks/exit`
 /// by milliseconds), so the OOM event that comes inside it gives the terminal reason OOMKilled
@@ -124,16 +145,7 @@ async fn the_terminal_phase_is_written_before_the_sandbox_is_stopped() {
 async fn a_sigkill_exit_is_held_for_its_oom_event() {
     let h = Harness::start(fake_runtime()).await;
     let p = pod("oom", "Never", json!({}));
-    let c = h.start_running(&p).await;
-    let exited_at = h.runtime.exit_unconfirmed(&c.id, 137);
-    h.exits.record_exit(&c.id, 137, exited_at);
-    h.poke(&p).await;
-    tokio::time::sleep(OOM_GRACE / 2).await;
-    assert_eq!(
-        h.phase("oom").as_deref(),
-        Some("Running"),
-        "the SIGKILL exit was reported inside the OOM grace"
-    );
+    let (c, _) = sigkilled_inside_the_grace(&h, &p).await;
     // the OOM event arrives inside the grace (and CRI will say OOMKilled too)
     h.runtime.oom_unconfirmed(&c.id);
     h.exits.record_oom(&c.id);
@@ -165,16 +177,7 @@ async fn a_sigkill_exit_is_held_for_its_oom_event() {
 async fn a_sigkill_exit_without_an_oom_event_is_reported_after_the_grace() {
     let h = Harness::start(fake_runtime()).await;
     let p = pod("killed", "Never", json!({}));
-    let c = h.start_running(&p).await;
-    let exited_at = h.runtime.exit_unconfirmed(&c.id, 137);
-    h.exits.record_exit(&c.id, 137, exited_at);
-    h.poke(&p).await;
-    tokio::time::sleep(OOM_GRACE / 2).await;
-    assert_eq!(
-        h.phase("killed").as_deref(),
-        Some("Running"),
-        "reported inside the grace"
-    );
+    let (_, exited_at) = sigkilled_inside_the_grace(&h, &p).await;
     // the PLEG wakes the worker again once the grace is over
     tokio::time::sleep(OOM_GRACE / 2).await;
     h.poke(&p).await;

@@ -324,6 +324,27 @@ impl Allocations {
     }
 }
 
+/// Where [`kubelet_mappings`] looks the `kubelet` user up.
+const PASSWD_FILE: &str = "/etc/passwd";
+
+/// Whether `passwd` (the text of an `/etc/passwd` file) has an entry for the user `name`, read as
+/// Go's `os/user.Lookup` reads it without cgo, which is how the Go kubelet is built: lines that
+/// are empty or start with `#` are skipped, an entry needs at least six `:`-separated fields, and
+/// NIS compat entries (`+name`, `-name`) are not users. No NSS module is asked, so a user that
+/// exists only in LDAP or systemd-userdb is not found, as with the Go kubelet.
+pub fn passwd_has_user(passwd: &str, name: &str) -> bool {
+    passwd.lines().map(str::trim_end).any(|line| {
+        if line.is_empty() || line.starts_with('#') {
+            return false;
+        }
+        let fields: Vec<&str> = line.splitn(7, ':').collect();
+        fields.len() >= 6
+            && !fields[0].is_empty()
+            && !fields[0].starts_with(['+', '-'])
+            && fields[0] == name
+    })
+}
+
 /// The range of host IDs pods' user namespaces are taken from, as the Go kubelet finds it
 /// (k/k `getKubeletMappings`): with a `kubelet` user and the `getsubids` program, the one
 /// range `getsubids kubelet` prints (the same for `-g`); otherwise every ID from `ids_per_pod`
@@ -333,12 +354,13 @@ pub fn kubelet_mappings(ids_per_pod: u32) -> Result<(u32, u32), UsernsError> {
         ids_per_pod,
         (u64::from(u32::MAX) + 1 - u64::from(ids_per_pod)) as u32,
     );
-    match nix::unistd::User::from_name(KUBELET_USER) {
-        Ok(Some(_)) => {}
-        Ok(None) => return Ok(default),
+    match std::fs::read_to_string(PASSWD_FILE) {
+        Ok(passwd) if passwd_has_user(&passwd, KUBELET_USER) => {}
+        Ok(_) => return Ok(default),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(default),
         Err(e) => {
             return Err(UsernsError::Config(format!(
-                "looking up user {KUBELET_USER}: {e}"
+                "looking up user {KUBELET_USER}: reading {PASSWD_FILE}: {e}"
             )))
         }
     }
@@ -512,6 +534,31 @@ impl std::fmt::Debug for UserNamespaceManager {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn passwd_has_user_reads_etc_passwd_as_go_does() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("root:x:0:0:root:/root:/bin/bash\nkubelet:x:999:999::/home/kubelet:/usr/sbin/nologin\n", "kubelet", true),
+            ("root:x:0:0:root:/root:/bin/bash\n", "kubelet", false),
+            ("", "kubelet", false),
+            // a comment, a blank line and trailing spaces
+            ("# kubelet:x:1:1::/:/bin/sh\n\nkubelet:x:999:999::/:/bin/sh   \n", "kubelet", true),
+            ("# kubelet:x:1:1::/:/bin/sh\n", "kubelet", false),
+            // fewer than six fields is not an entry
+            ("kubelet:x:999:999\n", "kubelet", false),
+            // six fields (no shell) is
+            ("kubelet:x:999:999::/home/kubelet\n", "kubelet", true),
+            // NIS compat entries are not users
+            ("+kubelet:::::\n-kubelet:::::\n", "kubelet", false),
+            ("+kubelet:::::\n", "+kubelet", false),
+            // the name is the whole first field
+            ("kubelet2:x:1:1::/:/bin/sh\nkube:x:1:1::/:/bin/sh\n", "kubelet", false),
+            ("kubelet:x:1:1::/:/bin/sh\r\n", "kubelet", true),
+        ];
+        for (passwd, name, want) in cases {
+            assert_eq!(super::passwd_has_user(passwd, name), *want, "{passwd:?} {name}");
+        }
+    }
+
     use super::*;
 
     fn handler(name: &str, userns: Option<bool>) -> api::RuntimeHandler {

@@ -12,5 +12,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 hack/local-up.sh status >/dev/null 2>&1 || { echo "the local cluster is not up: run hack/local-up.sh first" >&2; exit 1; }
 hack/build-k8s.sh kube-scheduler
-cargo build --release --bin deckhand-scheduler
+# shellcheck source=hack/lib/release.sh
+. "$ROOT/hack/lib/release.sh"
+release_build --bin deckhand-scheduler
+export DECKHAND_SCHEDULER_BIN="${DECKHAND_SCHEDULER_BIN:-$(release_dir)/deckhand-scheduler}"
 exec cargo bench --bench scheduler

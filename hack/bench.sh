@@ -21,7 +21,7 @@
 #                                   deckhand / Go, the load average before each round, and the
 #                                   issue-15 targets as multiples of the limit.
 #
-# --peer go runs deckhand's release build (cargo build --release: the binary you ship), builds
+# --peer go runs deckhand's release build (hack/build-release.sh: the binary you ship), builds
 # the Go kubelet (hack/build-k8s.sh kubelet, cached), swaps the kubelets with
 # hack/lib/go-kubelet.sh (deckhand is stopped while the Go kubelet is the node, and started again
 # afterwards, also on failure or Ctrl-C), and leaves deckhand's release build running. Results:
@@ -74,11 +74,13 @@ mkdir -p "$OUT" "$GO_DIR"
 . "$ROOT/hack/lib/go-kubelet.sh"
 
 log "building: deckhand (release), the bench driver, the Go kubelet"
-cargo build --release --bins
+# shellcheck source=hack/lib/release.sh
+. "$ROOT/hack/lib/release.sh"
+release_build --bins
 cargo bench --profile ci --bench node --no-run
 "$ROOT/hack/build-k8s.sh" kubelet
-DECKHAND_BIN="$ROOT/target/release/deckhand"
-SCHEDULER_BIN=${SCHEDULER_BIN:-$ROOT/target/release/deckhand-scheduler}
+DECKHAND_BIN="$(release_dir)/deckhand"
+SCHEDULER_BIN=${SCHEDULER_BIN:-$(release_dir)/deckhand-scheduler}
 export DECKHAND_BIN SCHEDULER_BIN
 if [ "$(readlink "/proc/$(deckhand_pid)/exe" 2>/dev/null)" != "$DECKHAND_BIN" ]; then
   log "starting deckhand's release build ($DECKHAND_BIN)"

@@ -41,7 +41,7 @@
 #                          deckhand joined with a bootstrap token, pod CIDR from
 #                          kube-controller-manager (hack/lib/nodes.sh says how). `up` with a
 #                          smaller N removes the nodes above it; `down` removes them all
-#   DECKHAND_BIN           use this deckhand binary instead of `cargo build --release --bin deckhand`
+#   DECKHAND_BIN           use this deckhand binary instead of the release build (hack/build-release.sh)
 #   DECKHAND_WAIT_NODE     0 = don't wait for the Node to become Ready, nor for CoreDNS (default 1)
 #   DECKHAND_WAIT_TIMEOUT  seconds to wait for Node Ready (default 60)
 #   LOCAL_UP_DNS           1 (default): cluster DNS (CoreDNS, see below; the first build of CoreDNS
@@ -117,7 +117,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # The parts live in hack/lib/*.sh (each file says what it owns) and the Kubernetes objects applied
 # in hack/manifests/*.yaml; this file keeps the usage text, the subcommands and main.
-for lib in common processes network pki containerd containerd2 registry control-plane node nodes kubeadm; do
+for lib in common processes network pki containerd containerd2 registry control-plane release node nodes kubeadm; do
   # shellcheck source=/dev/null
   . "$ROOT/hack/lib/$lib.sh"
 done

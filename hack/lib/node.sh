@@ -179,7 +179,7 @@ wait_coredns() {
 # ---------------------------------------------------------------------------------------------
 deckhand_bin() {
   # A relative path is taken from the caller's directory; processes start elsewhere, so make it absolute.
-  if [ -n "${DECKHAND_BIN:-}" ]; then realpath -m -- "$DECKHAND_BIN"; else echo "$ROOT/target/release/deckhand"; fi
+  if [ -n "${DECKHAND_BIN:-}" ]; then realpath -m -- "$DECKHAND_BIN"; else echo "$(release_dir)/deckhand"; fi
 }
 
 build_deckhand() {
@@ -189,13 +189,13 @@ build_deckhand() {
     return 0
   fi
   command -v cargo >/dev/null || die "cargo not found (install Rust, or set DECKHAND_BIN)"
-  log "deckhand: cargo build --release --bin deckhand"
-  if ! (cd "$ROOT" && cargo build --release --bin deckhand) > "$STATE/cargo-build.log" 2>&1; then
+  log "deckhand: release build (hack/lib/release.sh) --bin deckhand"
+  if ! release_build --bin deckhand > "$STATE/cargo-build.log" 2>&1; then
     echo "----- last 40 lines of $STATE/cargo-build.log -----" >&2
     tail -n 40 "$STATE/cargo-build.log" >&2
-    die "cargo build --release --bin deckhand failed"
+    die "the release build of deckhand failed"
   fi
-  [ -x "$ROOT/target/release/deckhand" ] || die "cargo build did not produce target/release/deckhand"
+  [ -x "$(release_dir)/deckhand" ] || die "the release build did not produce $(release_dir)/deckhand"
 }
 
 # kubeadm join's files for deckhand (DECKHAND_JOIN=1): vagrant/provision.sh writes them into
@@ -343,7 +343,7 @@ stop_deckhand() { stop_daemon deckhand 30; }
 # deckhand-scheduler (stands in for kube-scheduler: schedulerName default-scheduler)
 # ---------------------------------------------------------------------------------------------
 scheduler_bin() {
-  if [ -n "${SCHEDULER_BIN:-}" ]; then realpath -m -- "$SCHEDULER_BIN"; else echo "$ROOT/target/release/deckhand-scheduler"; fi
+  if [ -n "${SCHEDULER_BIN:-}" ]; then realpath -m -- "$SCHEDULER_BIN"; else echo "$(release_dir)/deckhand-scheduler"; fi
 }
 
 build_scheduler() {
@@ -352,10 +352,10 @@ build_scheduler() {
     return 0
   fi
   command -v cargo >/dev/null || { warn "cargo not found (install Rust, or set SCHEDULER_BIN)"; return 1; }
-  log "deckhand-scheduler: cargo build --release --bin deckhand-scheduler"
-  if ! (cd "$ROOT" && cargo build --release --bin deckhand-scheduler) > "$STATE/cargo-build-scheduler.log" 2>&1; then
+  log "deckhand-scheduler: release build (hack/lib/release.sh) --bin deckhand-scheduler"
+  if ! release_build --bin deckhand-scheduler > "$STATE/cargo-build-scheduler.log" 2>&1; then
     tail -n 40 "$STATE/cargo-build-scheduler.log" >&2
-    warn "cargo build --release --bin deckhand-scheduler failed (log $STATE/cargo-build-scheduler.log)"
+    warn "the release build of deckhand-scheduler failed (log $STATE/cargo-build-scheduler.log)"
     return 1
   fi
 }

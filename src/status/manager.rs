@@ -7,6 +7,7 @@
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Map, Value};
+use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -170,6 +171,13 @@ pub const WRITE_RETRY_INITIAL: Duration = Duration::from_millis(500);
 pub const WRITE_RETRY_MAX: Duration = Duration::from_secs(5);
 /// Deadline of one status PATCH, so a server that stops answering cannot hold the writer.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many status PATCHes of different pods the writer has in flight at once. The Go status
+/// manager sends one at a time under client-side rate limits (`kubeAPIQPS` 50, `kubeAPIBurst`
+/// 100); one at a time, 30 pods starting together left the last pod's Running status waiting
+/// behind the other pods' writes (issue 15's 30-at-once figure), while the API server and etcd
+/// take concurrent writes together (etcd commits them in one batch). Writes of one pod stay in
+/// order: a pod is once in a batch, and the batch holds the write lock.
+pub const WRITE_CONCURRENCY: usize = 8;
 
 /// Carries over from the previous status of the same pod what a newer one must keep (k/k status
 /// manager `updateStatusInternal`): `startTime` once set, and each condition's
@@ -358,23 +366,39 @@ impl StatusManager {
                 let _w = self.inner.writing.lock().await;
                 let batch: Vec<(String, (Pod, PodStatus))> =
                     self.inner.pending.lock().unwrap().drain().collect();
-                let mut failed = 0usize;
-                for (uid, (pod, status)) in batch {
-                    if failed == 0 {
-                        match self.write(&pod, &status).await {
-                            Ok(_) => continue,
-                            Err(e) => {
-                                failed += 1;
-                                if !failing {
-                                    tracing::warn!(error = %e, "status update failed; will retry");
-                                } else {
-                                    tracing::debug!(error = %e, "status update failed again");
+                // Up to WRITE_CONCURRENCY writes at once (each pod is once in the batch); after
+                // a failure no further write of the batch is started.
+                let stop = std::sync::atomic::AtomicBool::new(false);
+                // what stays queued: (uid, pod, status, the error if its write failed)
+                let unwritten: Vec<(String, Pod, PodStatus, Option<StatusError>)> =
+                    futures::stream::iter(batch)
+                        .map(|(uid, (pod, status))| {
+                            let stop = &stop;
+                            async move {
+                                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                                    return Some((uid, pod, status, None));
                                 }
+                                let e = self.write(&pod, &status).await.err()?;
+                                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                                Some((uid, pod, status, Some(e)))
                             }
+                        })
+                        .buffer_unordered(WRITE_CONCURRENCY)
+                        .filter_map(futures::future::ready)
+                        .collect()
+                        .await;
+                let mut failed = 0usize;
+                for (uid, pod, status, error) in unwritten {
+                    if let Some(e) = error {
+                        if failed == 0 && !failing {
+                            tracing::warn!(error = %e, "status update failed; will retry");
+                        } else {
+                            tracing::debug!(error = %e, "status update failed again");
                         }
+                        failed += 1;
                     }
-                    // keep it (and, after a failure, the rest of the batch) for the retry,
-                    // unless a newer status came meanwhile
+                    // keep it (failed, or not started after a failure) for the retry, unless a
+                    // newer status came meanwhile
                     self.inner
                         .pending
                         .lock()

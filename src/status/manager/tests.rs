@@ -299,3 +299,101 @@ fn merge_patch_removes_fields_that_went_away() {
     );
     assert_eq!(merge_patch_diff(&new, &new), None);
 }
+
+/// A fake API server whose every status PATCH takes `delay` (tokio time), then succeeds (or
+/// fails, with `fail`); it records the most PATCHes it had in flight at once and the pod names
+/// it was sent.
+fn slow_api(
+    delay: Duration,
+    fail: bool,
+) -> (
+    kube::Client,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<Mutex<Vec<String>>>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let (most2, sent2) = (most.clone(), sent.clone());
+    let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (in_flight, most, sent) = (in_flight.clone(), most2.clone(), sent2.clone());
+        async move {
+            let name = req.uri().path().split('/').nth(6).unwrap_or("").to_string();
+            sent.lock().unwrap().push(name.clone());
+            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(delay).await;
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+            if fail {
+                return Err::<http::Response<http_body_util::Full<bytes::Bytes>>, tower::BoxError>(
+                    "connection reset (fake)".into(),
+                );
+            }
+            let body = json!({"apiVersion": "v1", "kind": "Pod",
+                              "metadata": {"name": name, "namespace": "ns", "resourceVersion": "7"}});
+            Ok(http::Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(http_body_util::Full::new(bytes::Bytes::from(body.to_string())))
+                .unwrap())
+        }
+    });
+    (kube::Client::new(svc, "default"), most, sent)
+}
+
+/// Statuses of different pods are written side by side, up to [`WRITE_CONCURRENCY`] at once: with
+/// 30 pods starting together, a serial writer made the last pod's Running status wait behind
+/// every other pod's writes (about 450 ms of the 30-at-once benchmark, issue 15).
+#[tokio::test(start_paused = true)]
+async fn statuses_of_different_pods_are_written_side_by_side() {
+    let (client, most, _) = slow_api(Duration::from_millis(100), false);
+    let m = StatusManager::new(client);
+    for i in 0..16 {
+        m.queue(&pod(&format!("u{i}")), &status("Running"));
+    }
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let writer = {
+        let (m, cancel) = (m.clone(), cancel.clone());
+        tokio::spawn(async move { m.run(cancel).await })
+    };
+    let t0 = tokio::time::Instant::now();
+    while (0..16).any(|i| m.last_written(&format!("u{i}")).is_none()) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = t0.elapsed();
+    cancel.cancel();
+    writer.await.unwrap();
+    assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), WRITE_CONCURRENCY);
+    // 16 writes of 100 ms, 8 at a time: two rounds (serially it took 1.6 s)
+    assert!(took <= Duration::from_millis(250), "took {took:?}");
+}
+
+/// After a failed write the writer starts no new one in that batch: what was not sent stays
+/// queued for the retry (an API server that is away is not sent every pod's status on each
+/// attempt).
+#[tokio::test(start_paused = true)]
+async fn after_a_failed_write_the_rest_of_the_batch_waits_for_the_retry() {
+    let (client, _, sent) = slow_api(Duration::from_millis(100), true);
+    let m = StatusManager::new(client);
+    // one more pod than the writer sends at once: the last is never started in this batch
+    for i in 0..=WRITE_CONCURRENCY {
+        m.queue(&pod(&format!("u{i}")), &status("Running"));
+    }
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let writer = {
+        let (m, cancel) = (m.clone(), cancel.clone());
+        tokio::spawn(async move { m.run(cancel).await })
+    };
+    // inside the first retry wait
+    tokio::time::sleep(Duration::from_millis(100) + WRITE_RETRY_INITIAL / 2).await;
+    let first_batch = sent.lock().unwrap().len();
+    let pending = m.pending_len();
+    cancel.cancel();
+    writer.await.unwrap();
+    // the first WRITE_CONCURRENCY were sent together and failed; the last was never started
+    assert_eq!(first_batch, WRITE_CONCURRENCY);
+    // all are still queued for the retry
+    assert_eq!(pending, WRITE_CONCURRENCY + 1);
+    assert!((0..=WRITE_CONCURRENCY).all(|i| m.last_written(&format!("u{i}")).is_none()));
+}

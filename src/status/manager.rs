@@ -36,7 +36,8 @@ pub enum StatusError {
 /// Pod workers hand statuses over with [`StatusManager::queue`], which never waits for the API
 /// server: the newest status per pod UID replaces an older one not written yet, and one writer
 /// task per node ([`StatusManager::run`]) sends them, as the Go status manager's
-/// `podStatusChannel` and `syncBatch` do. A write that fails stays queued (unless a newer status
+/// `podStatusChannel` and `syncBatch` do, though those of different pods side by side (up to
+/// [`WRITE_CONCURRENCY`] at once) where the Go one sends one at a time. A write that fails stays queued (unless a newer status
 /// replaced it) and is retried with a back-off, so a status produced while the API server is
 /// away is sent once it is back. [`StatusManager::set_pod_status`] writes at once, ordered with
 /// the writer task, for the terminal status that must land before the pod object is deleted.

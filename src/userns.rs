@@ -555,7 +555,11 @@ mod tests {
             ("kubelet:x:1:1::/:/bin/sh\r\n", "kubelet", true),
         ];
         for (passwd, name, want) in cases {
-            assert_eq!(super::passwd_has_user(passwd, name), *want, "{passwd:?} {name}");
+            assert_eq!(
+                super::passwd_has_user(passwd, name),
+                *want,
+                "{passwd:?} {name}"
+            );
         }
     }
 

@@ -4,10 +4,10 @@
 //! went away, such as `state.waiting` when a container starts, is removed), and carries the pod
 //! UID in the patch so a pod deleted and re-created under the same name is never written to.
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Map, Value};
-use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

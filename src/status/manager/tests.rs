@@ -335,7 +335,9 @@ fn slow_api(
             Ok(http::Response::builder()
                 .status(200)
                 .header("content-type", "application/json")
-                .body(http_body_util::Full::new(bytes::Bytes::from(body.to_string())))
+                .body(http_body_util::Full::new(bytes::Bytes::from(
+                    body.to_string(),
+                )))
                 .unwrap())
         }
     });
@@ -364,7 +366,10 @@ async fn statuses_of_different_pods_are_written_side_by_side() {
     let took = t0.elapsed();
     cancel.cancel();
     writer.await.unwrap();
-    assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), WRITE_CONCURRENCY);
+    assert_eq!(
+        most.load(std::sync::atomic::Ordering::SeqCst),
+        WRITE_CONCURRENCY
+    );
     // 16 writes of 100 ms, 8 at a time: two rounds (serially it took 1.6 s)
     assert!(took <= Duration::from_millis(250), "took {took:?}");
 }

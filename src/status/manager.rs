@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,9 +38,9 @@ pub enum StatusError {
 /// server: the newest status per pod UID replaces an older one not written yet, and one writer
 /// task per node ([`StatusManager::run`]) sends them, as the Go status manager's
 /// `podStatusChannel` and `syncBatch` do, though those of different pods side by side (up to
-/// [`WRITE_CONCURRENCY`] at once) where the Go one sends one at a time. A write that fails stays queued (unless a newer status
-/// replaced it) and is retried with a back-off, so a status produced while the API server is
-/// away is sent once it is back. [`StatusManager::set_pod_status`] writes at once, ordered with
+/// [`WRITE_CONCURRENCY`] at once) where the Go one sends one at a time. A write that fails
+/// stays queued (unless a newer status replaced it) and is retried with a back-off, so a status
+/// produced while the API server is away is sent once it is back. [`StatusManager::set_pod_status`] writes at once, ordered with
 /// the writer task, for the terminal status that must land before the pod object is deleted.
 #[derive(Clone)]
 pub struct StatusManager {
@@ -369,18 +370,18 @@ impl StatusManager {
                     self.inner.pending.lock().unwrap().drain().collect();
                 // Up to WRITE_CONCURRENCY writes at once (each pod is once in the batch); after
                 // a failure no further write of the batch is started.
-                let stop = std::sync::atomic::AtomicBool::new(false);
+                let stop = AtomicBool::new(false);
                 // what stays queued: (uid, pod, status, the error if its write failed)
                 let unwritten: Vec<(String, Pod, PodStatus, Option<StatusError>)> =
                     futures::stream::iter(batch)
                         .map(|(uid, (pod, status))| {
                             let stop = &stop;
                             async move {
-                                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                                if stop.load(Ordering::SeqCst) {
                                     return Some((uid, pod, status, None));
                                 }
                                 let e = self.write(&pod, &status).await.err()?;
-                                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                                stop.store(true, Ordering::SeqCst);
                                 Some((uid, pod, status, Some(e)))
                             }
                         })

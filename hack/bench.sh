@@ -8,24 +8,25 @@
 #                                   deleted (benches/pod_start.rs)
 #   hack/bench.sh --peer go [--rounds N]
 #                                   side by side with the Go kubelet of the pinned version
-#                                   (benches/node.rs): the machine's limit first (the same pod
-#                                   straight through CRI with no kubelet, one at a time and 30 at
-#                                   once; the API server's write+watch round trip), then N rounds
-#                                   (default 2) of deckhand, the Go kubelet, deckhand, ... on the
-#                                   same node, containerd and API server, each round: idle RSS /
-#                                   CPU / threads, 30 pods at once, 20 pods one at a time, 100
+#                                   (benches/node.rs): N rounds (default 2) of deckhand then the
+#                                   Go kubelet on the same node, containerd and API server, the
+#                                   machine's limit measured before each pair and after the last
+#                                   (the same pods, with the requests a kubelet sends, straight
+#                                   through CRI with no kubelet, one at a time and 30 at once;
+#                                   the API server's write+watch round trip). Each round: idle RSS
+#                                   / CPU / threads, 30 pods at once, 20 pods one at a time, 100
 #                                   pods at 5/s (RSS, CPU, status writes per pod start, each CRI
 #                                   operation's mean from the kubelet's own metrics), container
 #                                   exit → phase Failed (exit time from containerd's /tasks/exit
 #                                   event); then a table of the medians with the ratio
 #                                   deckhand / Go, the load average before each round, and the
-#                                   issue-15 targets as multiples of the limit.
+#                                   issue-15 targets as multiples of the limit next to each round.
 #
 # --peer go runs deckhand's release build (hack/build-release.sh: the binary you ship), builds
 # the Go kubelet (hack/build-k8s.sh kubelet, cached), swaps the kubelets with
 # hack/lib/go-kubelet.sh (deckhand is stopped while the Go kubelet is the node, and started again
 # afterwards, also on failure or Ctrl-C), and leaves deckhand's release build running. Results:
-# _output/bench/<time>/ (one JSON file per round, limit.json, report.txt).
+# _output/bench/<time>/ (one JSON file per round, limit-<n>.json, report.txt).
 # Environment: BENCH_SETTLE_S (20), BENCH_IDLE_S (60), BENCH_BUSY_S (20) set the idle and busy
 # measurement windows.
 set -euo pipefail
@@ -96,10 +97,12 @@ driver() { cargo bench --profile ci --bench node -- "$@"; }
   echo "deckhand: $DECKHAND_BIN ($(du -h "$DECKHAND_BIN" | cut -f1)), Go kubelet: $BIN/kubelet $KUBE_VERSION ($(du -h "$BIN/kubelet" | cut -f1))"
 } | tee "$OUT/host.txt"
 
-log "the machine's limit (no kubelet involved)"
-driver limit --out "$OUT/limit.json"
+# The machine's pace drifts from round to round (containerd slows as the rounds go by), so the
+# limit is measured next to every round: before each pair and after the last one.
 for r in $(seq 1 "$ROUNDS"); do
   [ -n "$(deckhand_pid)" ] || go_kubelet_restore
+  log "limit $r: the machine's limit (no kubelet involved)"
+  driver limit --index "$r" --out "$OUT/limit-$r.json"
   log "round $r: deckhand (pid $(deckhand_pid))"
   driver round --kubelet deckhand --pid "$(deckhand_pid)" --round "$r" --out "$OUT/deckhand-$r.json"
   go_kubelet_start
@@ -108,6 +111,8 @@ for r in $(seq 1 "$ROUNDS"); do
   go_kubelet_restore
 done
 trap - EXIT
-driver report "$OUT"/deckhand-*.json "$OUT"/go-*.json "$OUT/limit.json" | tee "$OUT/report.txt"
+log "limit $((ROUNDS + 1)): the machine's limit after the last round"
+driver limit --index "$((ROUNDS + 1))" --out "$OUT/limit-$((ROUNDS + 1)).json"
+driver report "$OUT"/deckhand-*.json "$OUT"/go-*.json "$OUT"/limit-*.json | tee "$OUT/report.txt"
 cat "$OUT/host.txt" >> "$OUT/report.txt"
 log "results: $OUT"

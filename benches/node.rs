@@ -1084,9 +1084,7 @@ fn report(files: &[String]) {
         println!("\n(no limit file: run `cargo bench --bench node -- limit`)");
         return;
     }
-    println!(
-        "\nThe machine's limit (no kubelet), measured before the first round and after each pair:"
-    );
+    println!("\nThe machine's limit (no kubelet), measured before and after each round:");
     for l in &limits {
         let f = |p: &str| get(l, p).unwrap_or(f64::NAN);
         println!(
@@ -1096,7 +1094,7 @@ fn report(files: &[String]) {
             f("cri_burst.wall_ms"), f("api_rtt.p50_ms"), f("api_rtt.p99_ms"), l["load"].as_str().unwrap_or("")
         );
     }
-    println!("\nTargets (issue 15): each round's figure against the bound from the limit measured next to it\n(deckhand's round r: the limit just before it; the peer's: the one just after it); median of the rounds:");
+    println!("\nTargets (issue 15): each round's figure against the mean of the bounds from the limits measured\njust before and just after it; median of the rounds:");
     type Bound = fn(&Value) -> f64;
     let targets: [(&str, &str, Bound); 6] = [
         ("exit → status p99 ≤ 100 ms", "exit.p99_ms", |_| 100.0),
@@ -1122,15 +1120,15 @@ fn report(files: &[String]) {
         for (what, path, bound) in targets {
             let (mut vals, mut bounds, mut ratios) = (vec![], vec![], vec![]);
             for r in rounds.iter().filter(|r| r["kubelet"] == k.as_str()) {
-                let (Some(v), Some(l)) = (
-                    get(r, path),
-                    limit_for(&limits, k, r["round"].as_u64().unwrap_or(1)),
-                ) else {
+                let near = limits_for(&limits, k, r["round"].as_u64().unwrap_or(1));
+                let (Some(v), false) = (get(r, path), near.is_empty()) else {
                     continue;
                 };
+                // the mean of the bounds from the limits before and after the round
+                let b = near.iter().map(|l| bound(l)).sum::<f64>() / near.len() as f64;
                 vals.push(v);
-                bounds.push(bound(l));
-                ratios.push(v / bound(l));
+                bounds.push(b);
+                ratios.push(v / b);
             }
             let per_round: Vec<String> = ratios.iter().map(|r| format!("{r:.2}×")).collect();
             let ratio = median(&ratios);
@@ -1145,20 +1143,33 @@ fn report(files: &[String]) {
     }
 }
 
-/// The limit measured next to a kubelet's round `round`: deckhand's round r runs right after
-/// limit r; the peer's round r right before limit r+1 (the limit is measured while deckhand is
-/// the node: the Go kubelet would kill the raw pods as unknown). The nearest one when that one is
-/// missing (a single limit file serves every round).
-fn limit_for<'a>(limits: &[&'a Value], kubelet: &str, round: u64) -> Option<&'a Value> {
-    let want = if kubelet == "deckhand" {
-        round
+/// The limits measured next to a kubelet's round `round`: one just before it and one just after
+/// it (hack/bench.sh measures the limit before deckhand's round r, between it and the Go
+/// kubelet's, and after that one: limits 2r-1, 2r and 2r+1, all while deckhand is the node, as
+/// the Go kubelet would kill the raw pods as unknown). The nearest one when the run has fewer
+/// (a single limit file serves every round).
+fn limits_for<'a>(limits: &[&'a Value], kubelet: &str, round: u64) -> Vec<&'a Value> {
+    let before = if kubelet == "deckhand" {
+        2 * round - 1
     } else {
-        round + 1
+        2 * round
     } as i64;
-    limits
-        .iter()
-        .min_by_key(|l| (l["index"].as_i64().unwrap_or(1) - want).abs())
-        .copied()
+    let at = |i: i64| {
+        limits
+            .iter()
+            .find(|l| l["index"].as_i64() == Some(i))
+            .copied()
+    };
+    match (at(before), at(before + 1)) {
+        (Some(a), Some(b)) => vec![a, b],
+        (Some(a), None) | (None, Some(a)) => vec![a],
+        (None, None) => limits
+            .iter()
+            .min_by_key(|l| (l["index"].as_i64().unwrap_or(1) - before).abs())
+            .copied()
+            .into_iter()
+            .collect(),
+    }
 }
 
 #[tokio::main]

@@ -10,7 +10,7 @@
 #                                   side by side with the Go kubelet of the pinned version
 #                                   (benches/node.rs): N rounds (default 2) of deckhand then the
 #                                   Go kubelet on the same node, containerd and API server, the
-#                                   machine's limit measured before each pair and after the last
+#                                   machine's limit measured before and after each round
 #                                   (the same pods, with the requests a kubelet sends, straight
 #                                   through CRI with no kubelet, one at a time and 30 at once;
 #                                   the API server's write+watch round trip). Each round: idle RSS
@@ -20,7 +20,7 @@
 #                                   exit → phase Failed (exit time from containerd's /tasks/exit
 #                                   event); then a table of the medians with the ratio
 #                                   deckhand / Go, the load average before each round, and the
-#                                   issue-15 targets as multiples of the limit next to each round.
+#                                   issue-15 targets as multiples of the limits next to each round.
 #
 # --peer go runs deckhand's release build (hack/build-release.sh: the binary you ship), builds
 # the Go kubelet (hack/build-k8s.sh kubelet, cached), swaps the kubelets with
@@ -98,21 +98,23 @@ driver() { cargo bench --profile ci --bench node -- "$@"; }
 } | tee "$OUT/host.txt"
 
 # The machine's pace drifts from round to round (containerd slows as the rounds go by), so the
-# limit is measured next to every round: before each pair and after the last one.
+# limit is measured before and after every round (always while deckhand is the node: the Go
+# kubelet would kill the raw pods as unknown), and each round is held to the two next to it.
+L=0
+limit() { L=$((L + 1)); log "limit $L: the machine's limit (no kubelet involved)"; driver limit --index "$L" --out "$OUT/limit-$L.json"; }
 for r in $(seq 1 "$ROUNDS"); do
   [ -n "$(deckhand_pid)" ] || go_kubelet_restore
-  log "limit $r: the machine's limit (no kubelet involved)"
-  driver limit --index "$r" --out "$OUT/limit-$r.json"
+  limit
   log "round $r: deckhand (pid $(deckhand_pid))"
   driver round --kubelet deckhand --pid "$(deckhand_pid)" --round "$r" --out "$OUT/deckhand-$r.json"
+  limit
   go_kubelet_start
   log "round $r: the Go kubelet (pid $(go_kubelet_pid))"
   driver round --kubelet go --pid "$(go_kubelet_pid)" --round "$r" --out "$OUT/go-$r.json"
   go_kubelet_restore
 done
 trap - EXIT
-log "limit $((ROUNDS + 1)): the machine's limit after the last round"
-driver limit --index "$((ROUNDS + 1))" --out "$OUT/limit-$((ROUNDS + 1)).json"
+limit
 driver report "$OUT"/deckhand-*.json "$OUT"/go-*.json "$OUT"/limit-*.json | tee "$OUT/report.txt"
 cat "$OUT/host.txt" >> "$OUT/report.txt"
 log "results: $OUT"

@@ -389,7 +389,7 @@ impl NodeAgent {
                 if !status::should_write_node_status(api_status.as_ref(), last, &new, due) {
                     return Ok::<_, String>(None);
                 }
-                let patch = serde_json::json!({ "status": new });
+                let patch = status::status_patch(api_status.as_ref(), &new);
                 tokio::time::timeout(
                     timeout,
                     api.patch_status(

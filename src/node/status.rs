@@ -328,6 +328,21 @@ pub fn runtime_handlers(
     })
 }
 
+/// The body of deckhand's strategic-merge status patch: `new` in full, and `runtimeHandlers`
+/// deleted (`null`) when the runtime lists none but the API copy `api` still has some, left by
+/// another runtime or kubelet (containerd 2 before a move to 1.6, or the Go kubelet). The Go
+/// kubelet's `RuntimeHandlers` setter always sets the list and its two-way patch from the API
+/// copy deletes a list that became empty (k/k `nodestatus.RuntimeHandlers`,
+/// `kubelet_node_status.go` `updateNodeStatus`); a patch that leaves the key out keeps the old one.
+pub fn status_patch(api: Option<&NodeStatus>, new: &NodeStatus) -> serde_json::Value {
+    let mut patch = serde_json::json!({ "status": new });
+    let stale = api.is_some_and(|a| a.runtime_handlers.as_ref().is_some_and(|h| !h.is_empty()));
+    if new.runtime_handlers.is_none() && stale {
+        patch["status"]["runtimeHandlers"] = serde_json::Value::Null;
+    }
+    patch
+}
+
 /// True when two statuses differ in anything but heartbeat times (the Go kubelet writes an
 /// unchanged status only every `nodeStatusReportFrequency`).
 pub fn changed_ignoring_heartbeats(a: &NodeStatus, b: &NodeStatus) -> bool {
@@ -567,6 +582,51 @@ mod tests {
             now: Time(Timestamp::from_second(t).unwrap()),
             pressure: &[],
             eviction_thresholds: defaults(),
+        }
+    }
+
+    #[test]
+    fn the_status_patch_deletes_runtime_handlers_the_runtime_no_longer_lists() {
+        use k8s_openapi::api::core::v1::NodeRuntimeHandler;
+        let with = |names: &[&str]| NodeStatus {
+            runtime_handlers: Some(
+                names
+                    .iter()
+                    .map(|n| NodeRuntimeHandler {
+                        name: Some(n.to_string()),
+                        features: None,
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let none = NodeStatus::default();
+        // (API copy, new status, expected runtimeHandlers in the patch; None: key left out)
+        let cases: [(Option<NodeStatus>, NodeStatus, Option<serde_json::Value>); 5] = [
+            // containerd 1.6 after containerd 2 or the Go kubelet: deleted
+            (
+                Some(with(&["", "runc"])),
+                none.clone(),
+                Some(serde_json::Value::Null),
+            ),
+            // nothing to delete
+            (Some(none.clone()), none.clone(), None),
+            (Some(with(&[])), none.clone(), None),
+            (None, none.clone(), None),
+            // the runtime lists some: written as they are
+            (
+                Some(with(&["runc"])),
+                with(&[""]),
+                Some(serde_json::json!([{"name": ""}])),
+            ),
+        ];
+        for (api, new, want) in cases {
+            let patch = status_patch(api.as_ref(), &new);
+            assert_eq!(
+                patch["status"].get("runtimeHandlers").cloned(),
+                want,
+                "api {api:?}, new {new:?}"
+            );
         }
     }
 

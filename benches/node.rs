@@ -91,12 +91,18 @@ fn loadavg() -> String {
 
 /// utime + stime of a process, in seconds.
 fn cpu_seconds(pid: i32) -> f64 {
+    stat_seconds(pid, 11)
+}
+
+/// Two adjacent time fields of /proc/<pid>/stat summed, in seconds: `first` counts the fields
+/// after the command name from 0 (11: utime + stime; 13: cutime + cstime).
+fn stat_seconds(pid: i32, first: usize) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // the fields after the command name (which may hold spaces) start after the last ')'
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
-        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    let ticks: f64 = f.get(first).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(first + 1).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     ticks / clock_ticks()
 }
 
@@ -108,8 +114,8 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100) as f64
 }
 
-/// CPU seconds used so far by every process whose command name is `comm` (the control plane's
-/// `kube-apiserver` and `etcd`, `containerd`), children that exited included.
+/// CPU seconds used so far by every process whose command name is `comm` (`kube-apiserver`,
+/// `etcd`), with those of its children that exited.
 fn cpu_seconds_of(comm: &str) -> f64 {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return 0.0;
@@ -118,18 +124,8 @@ fn cpu_seconds_of(comm: &str) -> f64 {
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == comm)
         })
-        .map(|pid| cpu_seconds(pid) + children_cpu_seconds(pid))
+        .map(|pid| cpu_seconds(pid) + stat_seconds(pid, 13))
         .sum()
-}
-
-/// CPU seconds of `pid`'s children that exited and were waited for (cutime + cstime).
-fn children_cpu_seconds(pid: i32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(13).and_then(|v| v.parse().ok()).unwrap_or(0.0)
-        + f.get(14).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    ticks / clock_ticks()
 }
 
 /// The control plane's CPU seconds so far: the API server and etcd.

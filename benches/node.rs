@@ -1032,44 +1032,32 @@ fn report(files: &[String]) {
         }
         println!();
     }
-    // CRI operations per pod start, from each kubelet's own metrics
-    println!("\nWhere the 100 paced pod starts went, from each kubelet's own histograms (mean ms / observations per pod;\npod_worker_start: first sight to the worker's first sync; pod_start: first sight to the Running status;\nworker_*: pod worker syncs; the rest: CRI operations):");
-    let mut ops: Vec<String> = rounds
-        .iter()
-        .filter_map(|r| r["paced"]["runtime_ops"].as_object())
-        .flat_map(|m| m.keys().cloned())
-        .collect();
-    ops.sort();
-    ops.dedup();
-    for op in &ops {
-        print!("  {op:<28}");
+    // each kubelet's mean and count per pod of one operation in one phase
+    let op_cells = |phase: &str, op: &str| {
         for k in &kubelets {
-            let mean = med(k, &format!("paced.runtime_ops.{op}.mean_ms"));
-            let per = med(k, &format!("paced.runtime_ops.{op}.per_pod"));
+            let mean = med(k, &format!("{phase}.runtime_ops.{op}.mean_ms"));
+            let per = med(k, &format!("{phase}.runtime_ops.{op}.per_pod"));
             print!(" {k}: {mean:>7.1} ms ×{per:<5.2}");
         }
+    };
+    // CRI operations per pod start, from each kubelet's own metrics
+    println!("\nWhere the 100 paced pod starts went, from each kubelet's own histograms (mean ms / observations per pod;\npod_worker_start: first sight to the worker's first sync; pod_start: first sight to the Running status;\nworker_*: pod worker syncs; the rest: CRI operations):");
+    let ops = op_names(&rounds, "paced");
+    for op in &ops {
+        print!("  {op:<28}");
+        op_cells("paced", op);
         println!();
     }
     // where the 30 pods of the burst went, against the same calls in the limit's raw burst
     println!("\nWhere the 30 pods of the burst went (mean ms / observations per pod, as above; raw: the limit's\nraw burst, the limit measured next to each round):");
-    let mut ops: Vec<String> = rounds
-        .iter()
-        .filter_map(|r| r["burst"]["runtime_ops"].as_object())
-        .flat_map(|m| m.keys().cloned())
-        .collect();
-    ops.sort();
-    ops.dedup();
+    let ops = op_names(&rounds, "burst");
     let raw_med = |path: &str| -> f64 {
         let v: Vec<f64> = limits.iter().filter_map(|l| get(l, path)).collect();
         median(&v)
     };
     for op in &ops {
         print!("  {op:<28}");
-        for k in &kubelets {
-            let mean = med(k, &format!("burst.runtime_ops.{op}.mean_ms"));
-            let per = med(k, &format!("burst.runtime_ops.{op}.per_pod"));
-            print!(" {k}: {mean:>7.1} ms ×{per:<5.2}");
-        }
+        op_cells("burst", op);
         let raw = raw_med(&format!("cri_burst.runtime_ops.{op}.mean_ms"));
         if !raw.is_nan() {
             print!(" raw: {raw:>7.1} ms");
@@ -1137,6 +1125,18 @@ fn report(files: &[String]) {
             );
         }
     }
+}
+
+/// The operations of `phase`'s `runtime_ops` in any round, sorted.
+fn op_names(rounds: &[&Value], phase: &str) -> Vec<String> {
+    let mut ops: Vec<String> = rounds
+        .iter()
+        .filter_map(|r| r[phase]["runtime_ops"].as_object())
+        .flat_map(|m| m.keys().cloned())
+        .collect();
+    ops.sort();
+    ops.dedup();
+    ops
 }
 
 /// The limits measured next to a kubelet's round `round`: one just before it and one just after

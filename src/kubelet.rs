@@ -686,25 +686,16 @@ impl Kubelet {
 }
 
 async fn kube_client(flags: &Flags) -> Result<kube::Client> {
-    let config = match &flags.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_step(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .with_step(|| format!("loading kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .step("no --kubeconfig and no usable default kubeconfig")?,
-    };
+    let config = crate::config::kubeconfig::client_config(flags.kubeconfig.as_deref())
+        .await
+        .step("loading the kubeconfig")?;
     kube::Client::try_from(config).step("building the API client")
 }
 
 /// Does the kubeconfig's user take its client certificate from `pem` (the file TLS bootstrap
 /// names)?
 fn kubeconfig_names(kubeconfig: &Path, pem: &Path) -> bool {
-    kube::config::Kubeconfig::read_from(kubeconfig)
+    crate::config::kubeconfig::read(kubeconfig)
         .ok()
         .map(|kc| {
             kc.auth_infos.iter().any(|a| {

@@ -81,18 +81,9 @@ fn init_tracing(verbosity: u8) {
 }
 
 async fn kube_client(flags: &Flags) -> Result<kube::Client> {
-    let config = match &flags.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .with_context(|| format!("loading kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no --kubeconfig and no usable default kubeconfig")?,
-    };
+    let config = deckhand::config::kubeconfig::client_config(flags.kubeconfig.as_deref())
+        .await
+        .context("loading the kubeconfig")?;
     kube::Client::try_from(config).context("building the API client")
 }
 

@@ -52,7 +52,7 @@ pub async fn client_from_kubeconfig(
     path: &Path,
     identity: Option<&Path>,
 ) -> Result<kube::Client, CertError> {
-    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| kc_err(path)(e.to_string()))?;
+    let kc = crate::config::kubeconfig::read(path).map_err(|e| kc_err(path)(e.reason))?;
     let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .map_err(|e| kc_err(path)(e.to_string()))?;
@@ -68,7 +68,7 @@ pub async fn client_from_kubeconfig(
 
 /// The current context's user of a kubeconfig.
 fn current_auth_info(path: &Path) -> Result<kube::config::AuthInfo, CertError> {
-    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| kc_err(path)(e.to_string()))?;
+    let kc = crate::config::kubeconfig::read(path).map_err(|e| kc_err(path)(e.reason))?;
     let ctx_name = kc.current_context.clone().unwrap_or_default();
     let user = kc
         .contexts
@@ -182,7 +182,7 @@ pub fn kubeconfig_still_valid(path: &Path) -> bool {
 /// bootstrapping).
 fn cluster_of(path: &Path) -> Result<(String, CaSource), CertError> {
     use base64::Engine;
-    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| kc_err(path)(e.to_string()))?;
+    let kc = crate::config::kubeconfig::read(path).map_err(|e| kc_err(path)(e.reason))?;
     let ctx_name = kc.current_context.clone().unwrap_or_default();
     let cluster_name = kc
         .contexts

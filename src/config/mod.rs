@@ -18,6 +18,7 @@ pub mod duration;
 pub mod fields;
 pub mod file;
 pub mod flags;
+pub mod kubeconfig;
 pub mod kubelet_configuration;
 mod merge;
 

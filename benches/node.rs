@@ -142,16 +142,36 @@ fn threads(pid: i32) -> u64 {
         .unwrap_or(0)
 }
 
+/// A `/proc/<pid>/status` field in KiB (`VmRSS`, `RssAnon`, `RssFile`), 0 if absent.
+fn status_kib(pid: i32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Median VmRSS in MiB of `n` samples `every` apart.
 async fn rss_mib(pid: i32, n: usize, every: Duration) -> f64 {
-    let mut v = vec![];
+    rss_parts_mib(pid, n, every).await.0
+}
+
+/// Medians in MiB of `n` samples `every` apart: VmRSS, and its two parts, RssAnon (heap and
+/// stacks) and RssFile (the binary's code and read-only data, mapped from the page cache). How
+/// much of the binary RssFile counts depends on the page cache's folio sizes: a binary just
+/// written (built or installed) sits in large folios, each mapped whole.
+async fn rss_parts_mib(pid: i32, n: usize, every: Duration) -> (f64, f64, f64) {
+    let (mut rss, mut anon, mut file) = (vec![], vec![], vec![]);
     for i in 0..n {
         if i > 0 {
             tokio::time::sleep(every).await;
         }
-        v.push(rss_kib(pid) as f64 / 1024.0);
+        rss.push(rss_kib(pid) as f64 / 1024.0);
+        anon.push(status_kib(pid, "RssAnon") as f64 / 1024.0);
+        file.push(status_kib(pid, "RssFile") as f64 / 1024.0);
     }
-    pct(&v, 50.0)
+    (pct(&rss, 50.0), pct(&anon, 50.0), pct(&file, 50.0))
 }
 
 /// CPU of `pid` over `d`, in millicores.
@@ -526,11 +546,11 @@ async fn round(kubelet: &str, pid: i32, round_no: u32) -> Value {
     // 1. idle
     let settle = var("BENCH_SETTLE_S", 20u64);
     tokio::time::sleep(Duration::from_secs(settle)).await;
-    let idle_rss = rss_mib(pid, 10, Duration::from_secs(1)).await;
+    let (idle_rss, idle_anon, idle_file) = rss_parts_mib(pid, 10, Duration::from_secs(1)).await;
     let idle_s = var("BENCH_IDLE_S", 60u64);
     let idle_cpu = cpu_millicores(pid, Duration::from_secs(idle_s)).await;
     let idle_threads = threads(pid);
-    eprintln!("[{kubelet}] idle: RSS {idle_rss:.1} MiB, CPU {idle_cpu:.2} millicores, {idle_threads} threads");
+    eprintln!("[{kubelet}] idle: RSS {idle_rss:.1} MiB ({idle_anon:.1} anonymous, {idle_file:.1} file), CPU {idle_cpu:.2} millicores, {idle_threads} threads");
 
     // 2. burst: 30 at once
     let burst = burst(&client, kubelet, pid).await;
@@ -589,7 +609,8 @@ async fn round(kubelet: &str, pid: i32, round_no: u32) -> Value {
 
     json!({
         "kubelet": kubelet, "round": round_no, "load_before": load_before, "load_after": loadavg(),
-        "idle": {"rss_mib": idle_rss, "cpu_millicores": idle_cpu, "threads": idle_threads},
+        "idle": {"rss_mib": idle_rss, "rss_anon_mib": idle_anon, "rss_file_mib": idle_file,
+                 "cpu_millicores": idle_cpu, "threads": idle_threads},
         "burst": burst,
         "single": {"pods": SINGLE_PODS, "p50_ms": pct(&single, 50.0), "p99_ms": pct(&single, 99.0)},
         "paced": {"pods": PACED_PODS, "p50_ms": pct(&paced, 50.0), "p99_ms": pct(&paced, 99.0),
@@ -979,6 +1000,8 @@ fn report(files: &[String]) {
     }
     let rows: &[(&str, &str, &str)] = &[
         ("RSS idle", "idle.rss_mib", "MiB"),
+        ("  of it anonymous", "idle.rss_anon_mib", "MiB"),
+        ("  of it file-backed (code)", "idle.rss_file_mib", "MiB"),
         ("CPU idle", "idle.cpu_millicores", "millicores"),
         ("threads idle", "idle.threads", ""),
         ("30 at once, create→Running p50", "burst.p50_ms", "ms"),

@@ -40,8 +40,9 @@ pub enum StatusError {
 /// `podStatusChannel` and `syncBatch` do, though those of different pods side by side (up to
 /// [`WRITE_CONCURRENCY`] at once) where the Go one sends one at a time. A write that fails
 /// stays queued (unless a newer status replaced it) and is retried with a back-off, so a status
-/// produced while the API server is away is sent once it is back. [`StatusManager::set_pod_status`] writes at once, ordered with
-/// the writer task, for the terminal status that must land before the pod object is deleted.
+/// produced while the API server is away is sent once it is back.
+/// [`StatusManager::set_pod_status`] writes at once, ordered with the writer task, for the
+/// terminal status that must land before the pod object is deleted.
 #[derive(Clone)]
 pub struct StatusManager {
     inner: Arc<Inner>,

@@ -686,55 +686,67 @@ struct RawPod {
 /// hierarchy, their pod cgroups.
 const RAW_DIR: &str = "deckhand-bench-raw";
 
+/// What the raw pods' requests are built from, as a kubelet on this node has it: gathered once
+/// per limit, outside the timing.
+struct RawPodInputs {
+    /// The node's DNS settings (the harness's clusterDNS and clusterDomain, /etc/resolv.conf).
+    dns: deckhand::pod::dns::DnsSettings,
+    /// The service environment of a pod in the raw pods' namespace.
+    services: BTreeMap<String, String>,
+    /// The node's IP.
+    host_ip: String,
+    /// The node's memory in bytes (for the container's OOM score).
+    memory_capacity_bytes: i64,
+}
+
+async fn raw_pod_inputs(client: &kube::Client, ns: &str) -> RawPodInputs {
+    let services = Api::<k8s_openapi::api::core::v1::Service>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("listing services")
+        .items;
+    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    let node_ip: std::net::IpAddr = env().get("NODE_IP").parse().expect("NODE_IP");
+    let mem_kib = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("MemTotal:")?
+                .split_whitespace()
+                .next()?
+                .parse::<i64>()
+                .ok()
+        })
+        .unwrap_or(0);
+    RawPodInputs {
+        dns: deckhand::pod::dns::DnsSettings {
+            cluster_dns: vec![env().get("CLUSTER_DNS").parse().expect("CLUSTER_DNS")],
+            cluster_domain: env().get("CLUSTER_DOMAIN").into(),
+            host: Some(deckhand::pod::dns::parse_resolv_conf(&resolv)),
+            node_ips: vec![node_ip],
+        },
+        services: deckhand::pod::envvars::service_env(&services, ns, true),
+        host_ip: node_ip.to_string(),
+        memory_capacity_bytes: mem_kib * 1024,
+    }
+}
+
 /// One raw pod: RunPodSandbox, CreateContainer, StartContainer, each timed.
 ///
-/// The requests are those a kubelet sends for [`bench_pod`] (as `crictl inspectp` and `crictl
-/// inspect` show them for deckhand's and the Go kubelet's pods): the cluster DNS settings, a pod
-/// cgroup three levels down (`/deckhand-bench-raw/besteffort/pod<uid>`: a kubelet removes unknown
-/// pod cgroups under `/kubepods`), seccomp `Unconfined`, a PID namespace per container,
-/// BestEffort's 2 CPU shares and OOM score 1000, the service environment variables, and
-/// `/etc/hosts` and `/dev/termination-log` bind-mounted from files. What a kubelet does outside
-/// CRI (making the pod cgroup, writing those files) is not timed. With `BENCH_RAW_MINIMAL=1` the
-/// pod carries none of these, as the limit was measured before 2026-12-05.
-async fn raw_pod(cri_client: &CriClient, ns: &str, name: &str) -> RawPod {
+/// The requests are the ones deckhand sends for [`bench_pod`] ([`as_a_kubelet_sends_it`]). With
+/// `BENCH_RAW_MINIMAL=1` the pod is a bare one instead (no DNS, cgroup, seccomp, environment or
+/// mounts), as the limit was measured before 2026-12-05.
+async fn raw_pod(
+    cri_client: &CriClient,
+    inputs: Option<&RawPodInputs>,
+    ns: &str,
+    name: &str,
+) -> RawPod {
     let uid = format!("{:032x}", rand::random::<u128>());
-    let log_dir = format!("/var/log/pods/{ns}_{name}_{uid}");
-    let mut sandbox = cri::PodSandboxConfig {
-        metadata: Some(cri::PodSandboxMetadata {
-            name: name.into(),
-            uid: uid.clone(),
-            namespace: ns.into(),
-            attempt: 0,
-        }),
-        hostname: name.into(),
-        log_directory: log_dir.clone(),
-        labels: [("deckhand-bench-raw".to_string(), "true".to_string())].into(),
-        linux: Some(cri::LinuxPodSandboxConfig {
-            security_context: Some(cri::LinuxSandboxSecurityContext {
-                namespace_options: Some(cri::NamespaceOption::default()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
+    let (sandbox, config) = match inputs {
+        Some(inputs) => as_a_kubelet_sends_it(inputs, &uid, ns, name),
+        None => bare_requests(&uid, ns, name),
     };
-    let mut config = cri::ContainerConfig {
-        metadata: Some(cri::ContainerMetadata {
-            name: "main".into(),
-            attempt: 0,
-        }),
-        image: Some(cri::ImageSpec {
-            image: format!("docker.io/library/{IMAGE}"),
-            ..Default::default()
-        }),
-        command: vec!["sh".into(), "-c".into(), "sleep 3600".into()],
-        log_path: "main/0.log".into(),
-        labels: [("deckhand-bench-raw".to_string(), "true".to_string())].into(),
-        ..Default::default()
-    };
-    if var("BENCH_RAW_MINIMAL", 0u8) != 1 {
-        as_a_kubelet_sends_it(&uid, ns, name, &mut sandbox, &mut config);
-    }
     let t0 = Instant::now();
     let id = cri_client
         .run_pod_sandbox(sandbox.clone(), "")
@@ -762,15 +774,65 @@ async fn raw_pod(cri_client: &CriClient, ns: &str, name: &str) -> RawPod {
     }
 }
 
-/// Adds to a raw pod's requests what a kubelet's requests for [`bench_pod`] carry ([`raw_pod`]),
-/// and writes the files it mounts.
+/// The label that marks the raw pods' sandboxes and containers.
+const RAW_LABEL: &str = "deckhand-bench-raw";
+
+/// A bare pod's requests (`BENCH_RAW_MINIMAL=1`).
+fn bare_requests(uid: &str, ns: &str, name: &str) -> (cri::PodSandboxConfig, cri::ContainerConfig) {
+    let labels = || [(RAW_LABEL.to_string(), "true".to_string())].into();
+    let sandbox = cri::PodSandboxConfig {
+        metadata: Some(cri::PodSandboxMetadata {
+            name: name.into(),
+            uid: uid.into(),
+            namespace: ns.into(),
+            attempt: 0,
+        }),
+        hostname: name.into(),
+        log_directory: format!("/var/log/pods/{ns}_{name}_{uid}"),
+        labels: labels(),
+        linux: Some(cri::LinuxPodSandboxConfig {
+            security_context: Some(cri::LinuxSandboxSecurityContext {
+                namespace_options: Some(cri::NamespaceOption::default()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let config = cri::ContainerConfig {
+        metadata: Some(cri::ContainerMetadata {
+            name: "main".into(),
+            attempt: 0,
+        }),
+        image: Some(cri::ImageSpec {
+            image: format!("docker.io/library/{IMAGE}"),
+            ..Default::default()
+        }),
+        command: vec!["sh".into(), "-c".into(), "sleep 3600".into()],
+        log_path: "main/0.log".into(),
+        labels: labels(),
+        ..Default::default()
+    };
+    (sandbox, config)
+}
+
+/// The requests deckhand sends for [`bench_pod`], built by the functions its pod worker uses
+/// (`pod::spec::sandbox_config`, `pod::spec::container_config`), so they stay in step with it:
+/// the cluster DNS settings, seccomp `Unconfined`, a PID namespace per container, BestEffort's
+/// CPU shares and OOM score, the service environment, and `/etc/hosts` and
+/// `/dev/termination-log` bind-mounted from files (written here, untimed). Two differences keep
+/// the raw pods out of a kubelet's way: the pod cgroup is three levels down outside `/kubepods`
+/// (`/deckhand-bench-raw/besteffort/pod<uid>`: a kubelet removes unknown pod cgroups under
+/// `/kubepods`), and the kubelet's pod-UID label is replaced by [`RAW_LABEL`] (deckhand's
+/// orphan sweep stops the sandboxes that carry it). The Go kubelet stops sandboxes by their
+/// metadata UID whatever the labels, so limits are measured while deckhand is the node.
 fn as_a_kubelet_sends_it(
+    inputs: &RawPodInputs,
     uid: &str,
     ns: &str,
     name: &str,
-    sandbox: &mut cri::PodSandboxConfig,
-    config: &mut cri::ContainerConfig,
-) {
+) -> (cri::PodSandboxConfig, cri::ContainerConfig) {
+    use deckhand::pod::{dns, envvars, spec};
     let files = format!("/var/lib/{RAW_DIR}/{uid}");
     std::fs::create_dir_all(&files).expect("raw pod files");
     std::fs::write(
@@ -781,55 +843,18 @@ fn as_a_kubelet_sends_it(
     )
     .expect("raw pod hosts file");
     std::fs::write(format!("{files}/termination-log"), "").expect("raw pod termination log");
-    let unconfined = || {
-        Some(cri::SecurityProfile {
-            profile_type: cri::security_profile::ProfileType::Unconfined as i32,
-            ..Default::default()
-        })
-    };
-    let namespace_options = cri::NamespaceOption {
-        pid: cri::NamespaceMode::Container as i32,
-        ..Default::default()
-    };
-    let domain = env().get("CLUSTER_DOMAIN");
-    sandbox.dns_config = Some(cri::DnsConfig {
-        servers: vec![env().get("CLUSTER_DNS").into()],
-        searches: vec![
-            format!("{ns}.svc.{domain}"),
-            format!("svc.{domain}"),
-            domain.into(),
-        ],
-        options: vec!["ndots:5".into()],
-    });
-    sandbox.linux = Some(cri::LinuxPodSandboxConfig {
-        cgroup_parent: format!("/{RAW_DIR}/besteffort/pod{uid}"),
-        security_context: Some(cri::LinuxSandboxSecurityContext {
-            namespace_options: Some(namespace_options.clone()),
-            seccomp: unconfined(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    // the API server's service address: the service CIDR's first host
-    let net = env().get("SERVICE_CIDR").split('/').next().unwrap_or("");
-    let api = format!("{}.1", net.rsplit_once('.').map_or(net, |(a, _)| a));
-    config.envs = [
-        ("KUBERNETES_PORT", format!("tcp://{api}:443")),
-        ("KUBERNETES_PORT_443_TCP", format!("tcp://{api}:443")),
-        ("KUBERNETES_PORT_443_TCP_ADDR", api.clone()),
-        ("KUBERNETES_PORT_443_TCP_PORT", "443".into()),
-        ("KUBERNETES_PORT_443_TCP_PROTO", "tcp".into()),
-        ("KUBERNETES_SERVICE_HOST", api.clone()),
-        ("KUBERNETES_SERVICE_PORT", "443".into()),
-        ("KUBERNETES_SERVICE_PORT_HTTPS", "443".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| cri::KeyValue {
-        key: k.into(),
-        value: v.into(),
-    })
-    .collect();
-    config.mounts = ["termination-log", "etc-hosts"]
+    let mut pod = bench_pod(name, "sleep 3600", "Always");
+    pod.metadata.namespace = Some(ns.into());
+    pod.metadata.uid = Some(uid.into());
+    let mut sandbox = spec::sandbox_config(
+        &pod,
+        0,
+        "/var/log/pods",
+        Some(dns::pod_dns(&pod, &inputs.dns).0),
+        format!("/{RAW_DIR}/besteffort/pod{uid}"),
+        deckhand::userns::node_user_namespace(),
+    );
+    let mounts = ["termination-log", "etc-hosts"]
         .into_iter()
         .zip(["/dev/termination-log", "/etc/hosts"])
         .map(|(file, at)| cri::Mount {
@@ -838,18 +863,28 @@ fn as_a_kubelet_sends_it(
             ..Default::default()
         })
         .collect();
-    config.linux = Some(cri::LinuxContainerConfig {
-        resources: Some(cri::LinuxContainerResources {
-            cpu_shares: 2,
-            oom_score_adj: 1000,
+    let runtime = spec::ContainerRuntimeInputs {
+        image_ref: format!("docker.io/library/{IMAGE}"),
+        attempt: 0,
+        pod_ip: String::new(),
+        host_ip: inputs.host_ip.clone(),
+        mounts,
+        env_sources: envvars::EnvSources {
+            services: inputs.services.clone(),
             ..Default::default()
-        }),
-        security_context: Some(cri::LinuxContainerSecurityContext {
-            namespace_options: Some(namespace_options),
-            seccomp: unconfined(),
-            ..Default::default()
-        }),
-    });
+        },
+        memory_capacity_bytes: inputs.memory_capacity_bytes,
+        image_user: Default::default(),
+        pid_target_id: None,
+        userns: None,
+    };
+    let mut config =
+        spec::container_config(&pod, "main", &runtime).expect("the bench pod's container config");
+    for labels in [&mut sandbox.labels, &mut config.labels] {
+        labels.remove(deckhand::cri::labels::POD_UID);
+        labels.insert(RAW_LABEL.into(), "true".into());
+    }
+    (sandbox, config)
 }
 
 async fn raw_cleanup(cri_client: &CriClient, ids: &[String]) {
@@ -876,11 +911,16 @@ async fn limit(index: u32) -> Value {
     crictl(&["pull", IMAGE]);
     let cri_client = CriClient::new(env().get("CRI_ENDPOINT")).expect("CRI client");
     let ns = "deckhand-bench-raw";
+    let inputs = match var("BENCH_RAW_MINIMAL", 0u8) {
+        1 => None,
+        _ => Some(raw_pod_inputs(&client, ns).await),
+    };
+    let inputs = inputs.as_ref();
     // one at a time
     let mut single = vec![];
     let mut ids = vec![];
     for i in 0..RAW_SINGLE {
-        let p = raw_pod(&cri_client, ns, &format!("single-{i:02}")).await;
+        let p = raw_pod(&cri_client, inputs, ns, &format!("single-{i:02}")).await;
         single.push(ms(p.total));
         ids.push(p.sandbox_id);
         tokio::time::sleep(PACE).await;
@@ -890,7 +930,7 @@ async fn limit(index: u32) -> Value {
     let t0 = Instant::now();
     let burst: Vec<RawPod> = futures::future::join_all((0..BURST_PODS).map(|i| {
         let c = cri_client.clone();
-        async move { raw_pod(&c, ns, &format!("burst-{i:02}")).await }
+        async move { raw_pod(&c, inputs, ns, &format!("burst-{i:02}")).await }
     }))
     .await;
     let wall = ms(t0.elapsed());

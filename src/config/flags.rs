@@ -30,8 +30,9 @@ pub struct Flags {
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
           value_name = "true|raw")]
     pub version: Option<String>,
-    /// Path to a kubeconfig with this node's credentials. Without it, in-cluster or default
-    /// kubeconfig discovery applies.
+    /// Path to a kubeconfig with this node's credentials. Without it, the first existing file of
+    /// `$KUBECONFIG`, else `~/.kube/config`, else the in-cluster service account
+    /// (`config::kubeconfig::client_config`).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
 

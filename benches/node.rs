@@ -142,14 +142,17 @@ fn threads(pid: i32) -> u64 {
         .unwrap_or(0)
 }
 
-/// A `/proc/<pid>/status` field in KiB (`VmRSS`, `RssAnon`, `RssFile`), 0 if absent.
-fn status_kib(pid: i32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+/// Fields of one read of `/proc/<pid>/status` in MiB (`VmRSS`, `RssAnon`, `RssFile`), 0 if absent.
+fn status_mib<const N: usize>(pid: i32, fields: [&str; N]) -> [f64; N] {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    fields.map(|field| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+    })
 }
 
 /// Median VmRSS in MiB of `n` samples `every` apart.
@@ -167,9 +170,10 @@ async fn rss_parts_mib(pid: i32, n: usize, every: Duration) -> (f64, f64, f64) {
         if i > 0 {
             tokio::time::sleep(every).await;
         }
-        rss.push(rss_kib(pid) as f64 / 1024.0);
-        anon.push(status_kib(pid, "RssAnon") as f64 / 1024.0);
-        file.push(status_kib(pid, "RssFile") as f64 / 1024.0);
+        let [r, a, f] = status_mib(pid, ["VmRSS", "RssAnon", "RssFile"]);
+        rss.push(r);
+        anon.push(a);
+        file.push(f);
     }
     (pct(&rss, 50.0), pct(&anon, 50.0), pct(&file, 50.0))
 }
@@ -683,7 +687,8 @@ struct RawPod {
 }
 
 /// Where raw pods keep their `/etc/hosts` and termination-log files and, below each cgroup
-/// hierarchy, their pod cgroups.
+/// hierarchy, their pod cgroups; also their namespace (so their log directories are
+/// `/var/log/pods/<RAW_DIR>_*`).
 const RAW_DIR: &str = "deckhand-bench-raw";
 
 /// What the raw pods' requests are built from, as a kubelet on this node has it: gathered once
@@ -707,17 +712,8 @@ async fn raw_pod_inputs(client: &kube::Client, ns: &str) -> RawPodInputs {
         .items;
     let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
     let node_ip: std::net::IpAddr = env().get("NODE_IP").parse().expect("NODE_IP");
-    let mem_kib = std::fs::read_to_string("/proc/meminfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("MemTotal:")?
-                .split_whitespace()
-                .next()?
-                .parse::<i64>()
-                .ok()
-        })
-        .unwrap_or(0);
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let memory_bytes = deckhand::node::hostinfo::parse_mem_total(&meminfo).unwrap_or(0);
     RawPodInputs {
         dns: deckhand::pod::dns::DnsSettings {
             cluster_dns: vec![env().get("CLUSTER_DNS").parse().expect("CLUSTER_DNS")],
@@ -727,7 +723,7 @@ async fn raw_pod_inputs(client: &kube::Client, ns: &str) -> RawPodInputs {
         },
         services: deckhand::pod::envvars::service_env(&services, ns, true),
         host_ip: node_ip.to_string(),
-        memory_capacity_bytes: mem_kib * 1024,
+        memory_capacity_bytes: memory_bytes as i64,
     }
 }
 
@@ -775,7 +771,7 @@ async fn raw_pod(
 }
 
 /// The label that marks the raw pods' sandboxes and containers.
-const RAW_LABEL: &str = "deckhand-bench-raw";
+const RAW_LABEL: &str = RAW_DIR;
 
 /// A bare pod's requests (`BENCH_RAW_MINIMAL=1`).
 fn bare_requests(uid: &str, ns: &str, name: &str) -> (cri::PodSandboxConfig, cri::ContainerConfig) {
@@ -898,7 +894,7 @@ async fn raw_cleanup(cri_client: &CriClient, ids: &[String]) {
         .args([
             "-c",
             &format!(
-                "rm -rf /var/log/pods/deckhand-bench-raw_* /var/lib/{RAW_DIR}; \
+                "rm -rf /var/log/pods/{RAW_DIR}_* /var/lib/{RAW_DIR}; \
                  find /sys/fs/cgroup -maxdepth 2 -name {RAW_DIR} -type d | \
                  while read -r d; do find \"$d\" -depth -type d -exec rmdir {{}} + ; done"
             ),
@@ -910,7 +906,7 @@ async fn limit(index: u32) -> Value {
     let client = client().await;
     crictl(&["pull", IMAGE]);
     let cri_client = CriClient::new(env().get("CRI_ENDPOINT")).expect("CRI client");
-    let ns = "deckhand-bench-raw";
+    let ns = RAW_DIR;
     let inputs = match var("BENCH_RAW_MINIMAL", 0u8) {
         1 => None,
         _ => Some(raw_pod_inputs(&client, ns).await),

@@ -4,7 +4,7 @@
 //! kube's `Kubeconfig::read_from` does the same through a YAML deserializer of its own for the
 //! kubeconfig types. Going through [`super::file::yaml_value`] instead (the YAML reader the config
 //! file and static pod manifests already use) keeps that second decoder out of deckhand's
-//! binary: about 0.35 MB of code that an idle deckhand keeps mapped (issue 15's memory floor).
+//! binary: 0.28 MB of code that an idle deckhand keeps mapped (issue 15's memory floor).
 
 use std::path::{Path, PathBuf};
 

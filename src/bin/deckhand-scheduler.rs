@@ -23,7 +23,8 @@ use deckhand::config::parse_go_duration as parse_duration;
     about = "A small Kubernetes scheduler with kube-scheduler's semantics"
 )]
 struct Flags {
-    /// Path to a kubeconfig (default: in-cluster config or $KUBECONFIG).
+    /// Path to a kubeconfig. Without it, the first existing file of `$KUBECONFIG`, else
+    /// `~/.kube/config`, else the in-cluster service account (`config::kubeconfig::client_config`).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
     /// Schedule the pods whose spec.schedulerName is this.

@@ -15,6 +15,7 @@
 #   curl                                          e2e_server (the :10250 server), local-up health checks
 #   jq procps psmisc util-linux                   local-up (pids, mounts, tmpfs root dir, status)
 #   protobuf-compiler libc6-dev gcc               the build (CRI protos, the pause image)
+#   gzip                                          the release build (its link order list)
 #   libseccomp-dev pkg-config                     runc for the containerd 2.x runtime
 #                                                 (hack/build-containerd.sh: cgo, seccomp)
 #   systemd                                       tests/systemd_units.rs (systemd-analyze verify)
@@ -29,7 +30,7 @@
 set -euo pipefail
 pkgs=(containerd runc containernetworking-plugins docker-registry skopeo umoci busybox-static
       iptables iproute2 openssl protobuf-compiler libc6-dev gcc libseccomp-dev pkg-config curl jq kmod
-      procps psmisc util-linux
+      procps psmisc util-linux gzip
       systemd vagrant bash-static netcat-openbsd nginx bind9-dnsutils)
 missing=()
 for p in "${pkgs[@]}"; do

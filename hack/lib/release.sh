@@ -25,11 +25,42 @@ release_triple() { rustc -vV | sed -n 's/^host: //p'; }
 # The directory the release binaries are in.
 release_dir() { echo "${CARGO_TARGET_DIR:-$ROOT/target}/$(release_triple)/release"; }
 
-# release_build [cargo build arguments...], e.g. release_build --bin deckhand
+# The linker's symbol ordering file for the release build (lld's --symbol-ordering-file), which
+# build.rs hands to deckhand's link: hack/release/deckhand.symbol-order.gz (hack/symbol-order.sh
+# writes it) or $RELEASE_SYMBOL_ORDER (a list, gzipped or not), unpacked under a name that carries
+# a hash of the list (cargo relinks when the path changes); none when that is "none" or there is
+# no list. Why (README "Benchmarks"): the page cache holds the binary in folios of up to 2 MiB and
+# this kernel maps a folio whole on a fault, so an idle deckhand's RSS follows how many 2 MiB
+# ranges of the file its code touches; the list lays the functions an idle deckhand runs out in as
+# few of them as it can. A function the list lacks (new code) goes to the end of the text; names
+# the list has and the binary lacks are skipped (--no-warn-symbol-ordering). The names carry
+# hashes of each crate's metadata, which RUSTFLAGS and the profile go into: the list is made from
+# a build with the same flags and profile (hack/symbol-order.sh), and build.rs, not RUSTFLAGS,
+# passes it on.
+release_symbol_order() {
+  local list=${RELEASE_SYMBOL_ORDER:-$ROOT/hack/release/deckhand.symbol-order.gz} dir sum
+  [ "$list" != none ] && [ -s "$list" ] || return 0
+  dir="${CARGO_TARGET_DIR:-$ROOT/target}"
+  sum=$(sha256sum "$list" | cut -c1-16)
+  mkdir -p "$dir"
+  if [ ! -f "$dir/symbol-order-$sum" ]; then
+    case $list in
+      *.gz) gzip -dc "$list" > "$dir/symbol-order-$sum.tmp" ;;
+      *) cp "$list" "$dir/symbol-order-$sum.tmp" ;;
+    esac
+    mv "$dir/symbol-order-$sum.tmp" "$dir/symbol-order-$sum"
+  fi
+  echo "$(cd "$dir" && pwd)/symbol-order-$sum"
+}
+
+# release_build [cargo build arguments...], e.g. release_build --bin deckhand. With
+# $RELEASE_LINK_MAP the linker writes its map of deckhand there (hack/symbol-order.sh).
 release_build() {
-  local triple
+  local triple order
   triple=$(release_triple)
   [ -n "$triple" ] || { echo "release_build: rustc -vV gave no host triple" >&2; return 1; }
-  (cd "$ROOT" && cargo build --release --target "$triple" \
+  order=$(release_symbol_order)
+  (cd "$ROOT" && DECKHAND_LINK_ORDER="$order" DECKHAND_LINK_MAP="${RELEASE_LINK_MAP:-}" \
+    cargo build --release --target "$triple" \
     --config "target.$triple.rustflags=[\"-C\", \"target-feature=+crt-static\", \"-C\", \"relocation-model=static\"]" "$@")
 }

@@ -18,7 +18,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rustc-link-arg-bin=deckhand=-Wl,--no-warn-symbol-ordering");
     }
     if let Some(map) = std::env::var_os("DECKHAND_LINK_MAP").filter(|v| !v.is_empty()) {
-        println!("cargo:rustc-link-arg-bin=deckhand=-Wl,-Map={}", map.to_string_lossy());
+        println!(
+            "cargo:rustc-link-arg-bin=deckhand=-Wl,-Map={}",
+            map.to_string_lossy()
+        );
         println!("cargo:rustc-link-arg-bin=deckhand=-Wl,--no-demangle");
     }
     tonic_prost_build::configure()

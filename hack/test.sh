@@ -30,7 +30,22 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
-log() { printf '\n== %s ==\n' "$*"; }
+# PHASE: the step running now, which the recap at the end names when the run fails
+PHASE= PHASE_START=$(date +%s)
+log() { PHASE=$*; PHASE_START=$(date +%s); printf '\n== %s ==\n' "$*"; }
+
+# hack/local-up.sh with its output also in $UP_LOG, so that the recap can repeat why a failed
+# `up` or `down` stopped (CI shows only the end of the output, and the deckhand log comes after
+# local-up's own message). A process substitution, not a pipe: a daemon that kept the pipe open
+# would otherwise hold the script.
+UP_LOG="$ROOT/_output/local-up-last.log"
+UP_FAILED=
+local_up() {
+  local rc=0
+  hack/local-up.sh "$@" > >(tee "$UP_LOG") 2>&1 || rc=$?
+  [ "$rc" = 0 ] || UP_FAILED="hack/local-up.sh $* (exit $rc)"
+  return "$rc"
+}
 
 log "host packages"
 hack/install-deps.sh
@@ -82,37 +97,56 @@ fi
 started=0
 if hack/local-up.sh status >/dev/null 2>&1; then
   log "cluster already up: restarting deckhand from this source"
-  hack/local-up.sh restart-deckhand
+  local_up restart-deckhand
 else
   log "bringing the local cluster up"
   started=1
-  hack/local-up.sh up
+  local_up up
 fi
 
-# What failed, printed last (CI shows only the end of the output): the cargo tests that failed and
-# the conformance failures that are not on the known list.
+# What failed, printed last (CI shows only the end of the output): the step that was running, why
+# hack/local-up.sh stopped if it did, the cargo tests that failed (or did not build) and the
+# conformance failures that are not on the known list.
 CARGO_LOG="$ROOT/_output/cargo-tests.log"
 recap() {
   echo
   echo "=== hack/test.sh FAILED: what failed ==="
+  echo "failed during: $FAILED_PHASE"
+  if [ -n "$UP_FAILED" ]; then
+    echo "--- $UP_FAILED; its last lines ($UP_LOG) ---"
+    tail -n 25 "$UP_LOG" 2>/dev/null || true
+  fi
   if [ -s "$CARGO_LOG" ]; then
     grep -E '^test .* FAILED$|^     Running |panicked at' "$CARGO_LOG" |
       grep -B1 -E 'FAILED$|panicked at' | grep -v '^--$' | head -n 40 || true
-    grep -E '^error: (test failed|[0-9]+ targets? failed)' "$CARGO_LOG" | head -n 5 || true
+    grep -E '^error' "$CARGO_LOG" | head -n 10 || true
   fi
   local summary="$ROOT/_output/conformance/deckhand/summary.txt"
-  if [ "${CONFORMANCE_STARTED:-0}" = 1 ] && [ -f "$summary" ]; then
+  if [ "${CONFORMANCE_STARTED:-0}" = 1 ] && [ "${CONFORMANCE_PASSED:-0}" != 1 ] && [ -f "$summary" ]; then
     echo "--- conformance ($summary) ---"
     sed -n '/^selected/p;/^wall time/p;/^failures:/,$p;/^flaky/,$p' "$summary" | head -n 60
   fi
 }
 
+# The deckhand logs written during the step that failed: the main node's, or in the multinode and
+# kubeadm steps every node's (_output/local-up/logs/dh-node-<i>-deckhand.log).
+print_deckhand_logs() {
+  local logs=() f n
+  for f in "$ROOT"/_output/local-up/logs/deckhand.log "$ROOT"/_output/local-up/logs/dh-node-*-deckhand.log; do
+    [ -f "$f" ] && [ "$(stat -c %Y "$f")" -ge "$PHASE_START" ] && logs+=("$f")
+  done
+  [ ${#logs[@]} -gt 0 ] || { echo "--- no deckhand log was written during: $FAILED_PHASE ---"; return 0; }
+  n=$((80 / ${#logs[@]})); [ "$n" -ge 20 ] || n=20
+  for f in "${logs[@]}"; do
+    echo "--- last $n lines of $f ---"
+    tail -n "$n" "$f"
+  done
+}
+
 cleanup() {
   rc=$?
-  if [ "$rc" -ne 0 ]; then
-    echo "--- last 80 lines of the deckhand log ---"
-    tail -n 80 "$ROOT/_output/local-up/logs/deckhand.log" 2>/dev/null || true
-  fi
+  FAILED_PHASE=$PHASE
+  [ "$rc" -eq 0 ] || print_deckhand_logs
   if [ "$started" = 1 ] && [ "${KEEP_CLUSTER:-0}" != 1 ]; then
     log "bringing the local cluster down"
     hack/local-up.sh down || true
@@ -141,6 +175,7 @@ if [ "${CONFORMANCE:-1}" != 0 ]; then
   CONFORMANCE_STARTED=1
   hack/conformance.sh --sig-node --procs "${CONFORMANCE_PROCS:-3}" \
     --known-failures hack/conformance-known-failures.txt
+  CONFORMANCE_PASSED=1
 fi
 
 # Several nodes (issue 16): two worker nodes join the running cluster, each in its own
@@ -154,10 +189,10 @@ if [ "${MULTINODE:-1}" != 0 ]; then
     log "several nodes: skipped (the cluster was up before this script; nodes are not added to it)"
   else
     log "several nodes: NODES=3 hack/local-up.sh up, then tests/e2e_multinode.rs"
-    NODES=3 hack/local-up.sh up
+    NODES=3 local_up up
     CARGO_LOG="$ROOT/_output/cargo-tests-multinode.log"
     cargo test --profile "$PROFILE" --test e2e_multinode --no-fail-fast 2>&1 | tee "$CARGO_LOG"
-    NODES=1 hack/local-up.sh up
+    NODES=1 local_up up
   fi
 fi
 
@@ -174,8 +209,8 @@ if [ "${KUBEADM:-1}" != 0 ]; then
     log "kubeadm mode: skipped (the cluster was up before this script; it is not replaced)"
   else
     log "kubeadm mode: hack/local-up.sh down; LOCAL_UP_MODE=kubeadm up; tests/e2e_kubeadm.rs"
-    hack/local-up.sh down
-    LOCAL_UP_MODE=kubeadm hack/local-up.sh up
+    local_up down
+    LOCAL_UP_MODE=kubeadm local_up up
     CARGO_LOG="$ROOT/_output/cargo-tests-kubeadm.log"
     cargo test --profile "$PROFILE" --test e2e_kubeadm --no-fail-fast -- --ignored 2>&1 | tee "$CARGO_LOG"
   fi
@@ -194,8 +229,8 @@ if [ "${OTHER_RUNTIME:-1}" != 0 ]; then
   else
     other=2; [ "$first" = 2 ] && other=1.6
     log "the end-to-end tests again on containerd $other (hack/local-up.sh down; CONTAINERD=$other up)"
-    hack/local-up.sh down
-    CONTAINERD=$other hack/local-up.sh up
+    local_up down
+    CONTAINERD=$other local_up up
     OTHER_LOG="$ROOT/_output/cargo-tests-containerd$other.log"
     args=(); for t in "${OTHER_RUNTIME_TESTS[@]}"; do args+=(--test "$t"); done
     CARGO_LOG=$OTHER_LOG

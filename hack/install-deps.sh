@@ -16,6 +16,8 @@
 #   jq procps psmisc util-linux                   local-up (pids, mounts, tmpfs root dir, status)
 #   protobuf-compiler libc6-dev gcc               the build (CRI protos, the pause image)
 #   gzip                                          the release build (its link order list)
+#   python3                                       hack/lib/test_symbol_layout.py (the tools that make
+#                                                 that list: hack/symbol-order.sh)
 #   libseccomp-dev pkg-config                     runc for the containerd 2.x runtime
 #                                                 (hack/build-containerd.sh: cgo, seccomp)
 #   systemd                                       tests/systemd_units.rs (systemd-analyze verify)
@@ -30,7 +32,7 @@
 set -euo pipefail
 pkgs=(containerd runc containernetworking-plugins docker-registry skopeo umoci busybox-static
       iptables iproute2 openssl protobuf-compiler libc6-dev gcc libseccomp-dev pkg-config curl jq kmod
-      procps psmisc util-linux gzip
+      procps psmisc util-linux gzip python3
       systemd vagrant bash-static netcat-openbsd nginx bind9-dnsutils)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -3,7 +3,7 @@
 # (hack/lib/release.sh) has the linker lay out deckhand's functions. Needs the local cluster up
 # (hack/local-up.sh), root (ptrace), python3 and binutils (readelf, c++filt).
 #
-#   hack/symbol-order.sh [SECONDS [RUNS]]   trace RUNS runs (default 2) of SECONDS each (default 240)
+#   hack/symbol-order.sh [SECONDS [RUNS]]   trace RUNS runs (default 2) of SECONDS each (default 300)
 #
 # It builds deckhand as released, in its own target directory and with the linker's map written
 # (the symbol names in the list carry hashes of each crate's metadata, which the flags and the
@@ -11,6 +11,11 @@
 # RUNS times stops the running deckhand and starts that build with the same command line and
 # environment under hack/lib/fntrace.py (a one-shot breakpoint on every function), lets it
 # register, sync and idle for SECONDS, and restarts deckhand (hack/local-up.sh restart-deckhand).
+# While it is traced, the node does what a node does after `hack/local-up.sh up` and in the
+# benchmark (workload below): its DNS and kube-proxy pods are replaced, a pod is started, its
+# container exits and is restarted after the back-off, and the pod is deleted; then it idles. A
+# trace of an idle restart alone misses that code, which an idle node then keeps resident (on 4 KiB
+# folios each stray fault maps 64 KiB around it: 9.5 MiB idle after `up`, 7.6 after a restart).
 # hack/lib/symbol_layout.py turns the union of the runs into the list: the functions that ran
 # from the first 2 MiB boundary of the file inside the text, the ones most likely to run on some
 # other run around them, the rest after. Why: README "Benchmarks" (the page cache keeps the binary
@@ -20,7 +25,7 @@
 # by more than the layout's margin (32 KiB) moves the functions that run across a boundary.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SECS=${1:-240}
+SECS=${1:-300}
 RUNS=${2:-2}
 OUT="$ROOT/hack/release/deckhand.symbol-order.gz"
 ENV_FILE="$ROOT/_output/local-up/env"
@@ -40,6 +45,23 @@ CARGO_TARGET_DIR="$target" RELEASE_SYMBOL_ORDER=none RELEASE_LINK_MAP="$map" rel
 bin="$target/$(release_triple)/release/deckhand"
 [ -s "$map" ] || die "the link wrote no map ($map)"
 
+# What the node does while it is traced (in the background; the trace goes on idle after it).
+kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG" "$@"; }
+workload() {
+  kc wait --for=condition=Ready "node/$NODE_NAME" --timeout=180s
+  sleep 10
+  kc -n kube-system delete pod -l k8s-app=kube-dns --wait=false
+  kc -n kube-system delete pod -l k8s-app=kube-proxy --wait=false
+  kc -n default delete pod symbol-order-workload --ignore-not-found --wait=true
+  kc -n default run symbol-order-workload --image=busybox:1.36 --restart=Always \
+    --command -- sh -c 'echo started; sleep 5; exit 3'
+  kc -n default wait --for=condition=Ready pod/symbol-order-workload --timeout=120s
+  sleep 40  # exits, back-off, restarted
+  kc -n default logs symbol-order-workload >/dev/null
+  kc -n default delete pod symbol-order-workload --wait=true --timeout=120s
+  kc -n kube-system wait --for=condition=Ready pod -l k8s-app=kube-dns --timeout=120s
+}
+
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 traces=()
@@ -54,9 +76,13 @@ for run in $(seq "$RUNS"); do
   for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
   kill -0 "$pid" 2>/dev/null && die "deckhand (pid $pid) did not stop"
   echo "symbol-order: run $run of $RUNS: tracing $bin for ${SECS}s"
+  workload >"$work/workload$run.log" 2>&1 &
+  wl=$!
   status=0
   (cd "$cwd" && env -i "${envv[@]}" FNTRACE_MAP="$map" python3 "$ROOT/hack/lib/fntrace.py" "$SECS" "$work/trace$run" "$bin" "${argv[@]:1}") \
     >"$work/trace$run.log" 2>&1 || status=$?
+  wait "$wl" || { echo "symbol-order: the workload of run $run failed (before the trace ended?):" >&2
+    tail -n 5 "$work/workload$run.log" >&2; }
   "$ROOT/hack/local-up.sh" restart-deckhand >/dev/null 2>&1 ||
     echo "symbol-order: restarting deckhand failed: hack/local-up.sh restart-deckhand" >&2
   [ "$status" = 0 ] || { tail -n 20 "$work/trace$run.log" >&2; die "the trace failed"; }

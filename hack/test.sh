@@ -79,6 +79,8 @@ trap 'kill "$prebuild" 2>/dev/null || true' EXIT
 PROFILE=ci
 log "unit tests first (fast feedback, no cluster needed)"
 cargo test --profile "$PROFILE" --lib --bins
+log "the link order tools' tests (hack/lib/test_*.py)"
+PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s "$ROOT/hack/lib" -p 'test_*.py'
 
 # One build of the binaries for everything below: the end-to-end tests and the cluster run the
 # deckhand and deckhand-scheduler that `cargo test` builds (with the dev-dependencies' features).

@@ -9,19 +9,20 @@ def text_sections(path):
     [address, size, alignment, [(address, size, name), ...]] (the linker moves a section, not a
     symbol: one section of a C object holds several functions)."""
     units, in_text = [], False
-    for line in open(path):
-        f = line.split(None, 4)
-        if len(f) < 5 or not re.fullmatch(r"[0-9a-f]+", f[0]):
-            continue
-        col = line.index(f[4], line.index(f[3]) + len(f[3]))
-        if col < 56:  # an output section
-            in_text = f[4].strip() == ".text"
-        elif not in_text:
-            continue
-        elif col < 64:  # an input section
-            units.append([int(f[0], 16), int(f[2], 16), int(f[3]), []])
-        elif units:  # a symbol of the last input section
-            units[-1][3].append((int(f[0], 16), int(f[2], 16), f[4].strip()))
+    with open(path) as lines:
+        for line in lines:
+            f = line.split(None, 4)
+            if len(f) < 5 or not re.fullmatch(r"[0-9a-f]+", f[0]):
+                continue
+            col = line.index(f[4], line.index(f[3]) + len(f[3]))
+            if col < 56:  # an output section
+                in_text = f[4].strip() == ".text"
+            elif not in_text:
+                continue
+            elif col < 64:  # an input section
+                units.append([int(f[0], 16), int(f[2], 16), int(f[3]), []])
+            elif units:  # a symbol of the last input section
+                units[-1][3].append((int(f[0], 16), int(f[2], 16), f[4].strip()))
     units.sort(key=lambda u: u[0])
     return units
 

@@ -13,7 +13,8 @@
 # register, sync and idle for SECONDS, and restarts deckhand (hack/local-up.sh restart-deckhand).
 # While it is traced, the node does what a node does after `hack/local-up.sh up` and in the
 # benchmark (workload below): its DNS and kube-proxy pods are replaced, a pod is started, its
-# container exits and is restarted after the back-off, and the pod is deleted; then it idles. A
+# container exits and is restarted after the back-off, and the pod is deleted; five pods start at
+# once, end (Succeeded or Failed) and are deleted; then it idles. A
 # trace of an idle restart alone misses that code, which an idle node then keeps resident (on 4 KiB
 # folios each stray fault maps 64 KiB around it: 9.5 MiB idle after `up`, 7.6 after a restart).
 # hack/lib/symbol_layout.py turns the union of the runs into the list: the functions that ran
@@ -52,13 +53,23 @@ workload() {
   sleep 10
   kc -n kube-system delete pod -l k8s-app=kube-dns --wait=false
   kc -n kube-system delete pod -l k8s-app=kube-proxy --wait=false
-  kc -n default delete pod symbol-order-workload --ignore-not-found --wait=true
+  kc -n default delete pod symbol-order-workload symbol-order-burst-{1..5} --ignore-not-found --wait=true
   kc -n default run symbol-order-workload --image=busybox:1.36 --restart=Always \
     --command -- sh -c 'echo started; sleep 5; exit 3'
   kc -n default wait --for=condition=Ready pod/symbol-order-workload --timeout=120s
   sleep 40  # exits, back-off, restarted
   kc -n default logs symbol-order-workload >/dev/null
   kc -n default delete pod symbol-order-workload --wait=true --timeout=120s
+  # five at once that end on their own (restartPolicy Never): Succeeded or Failed, then deleted
+  local burst=() i
+  for i in 1 2 3 4 5; do
+    burst+=("symbol-order-burst-$i")
+    kc -n default run "symbol-order-burst-$i" --image=busybox:1.36 --restart=Never \
+      --command -- sh -c "sleep 3; exit $((i % 2))" &
+  done
+  wait
+  sleep 30
+  kc -n default delete pod "${burst[@]}" --wait=true --timeout=120s
   kc -n kube-system wait --for=condition=Ready pod -l k8s-app=kube-dns --timeout=120s
 }
 

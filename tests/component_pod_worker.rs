@@ -713,7 +713,7 @@ async fn a_pod_past_its_active_deadline_is_stopped_and_failed() {
     assert_eq!(h.phase("later").as_deref(), Some("Running"));
     let mut updated = pod("later", "Always", json!({"activeDeadlineSeconds": 2}));
     updated.metadata.generation = Some(2);
-    h.pods.send(PodEvent::Apply(updated)).await.unwrap();
+    h.pods.send(PodEvent::Apply(updated.into())).await.unwrap();
     let st = h
         .status_in_phase("later", "Failed", Duration::from_secs(5))
         .await;

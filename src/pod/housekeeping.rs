@@ -20,6 +20,7 @@ use super::workers::PodWorkers;
 use crate::cri::labels;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -208,7 +209,7 @@ impl PodWorkers {
                     pod.metadata.name = s.labels.get(labels::POD_NAME).cloned();
                     pod.metadata.namespace = s.labels.get(labels::POD_NAMESPACE).cloned();
                     log_cleanup(first, &uid, "pod sandbox");
-                    self.update(pod, true, cancel).await;
+                    self.update(Arc::new(pod), true, cancel).await;
                 }
             }
             // During a runtime outage every sweep would fail: the outage is logged elsewhere.
@@ -229,7 +230,7 @@ impl PodWorkers {
             log_cleanup(first, &uid, "pod directory");
             let mut pod = Pod::default();
             pod.metadata.uid = Some(uid);
-            self.update(pod, true, cancel).await;
+            self.update(Arc::new(pod), true, cancel).await;
         }
         if let Some(cm) = self.ctx.cgroups {
             let mut due = Vec::new();

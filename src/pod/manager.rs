@@ -37,7 +37,7 @@ impl PodSet {
     pub fn apply(&mut self, ev: &PodEvent) {
         match ev {
             PodEvent::Apply(p) => {
-                self.pods.insert(key(p), Arc::new(p.clone()));
+                self.pods.insert(key(p), p.clone());
             }
             PodEvent::Delete(p) => {
                 let k = key(p);
@@ -157,15 +157,15 @@ mod tests {
         let cases = [
             Case {
                 name: "apply adds",
-                events: vec![PodEvent::Apply(pod("a", "p", "u1"))],
+                events: vec![PodEvent::Apply(pod("a", "p", "u1").into())],
                 want: vec!["a/p=u1"],
                 synced: false,
             },
             Case {
                 name: "the same name in two namespaces is two pods",
                 events: vec![
-                    PodEvent::Apply(pod("b", "p", "u2")),
-                    PodEvent::Apply(pod("a", "p", "u1")),
+                    PodEvent::Apply(pod("b", "p", "u2").into()),
+                    PodEvent::Apply(pod("a", "p", "u1").into()),
                 ],
                 want: vec!["a/p=u1", "b/p=u2"],
                 synced: false,
@@ -173,8 +173,8 @@ mod tests {
             Case {
                 name: "a re-created pod replaces the old one",
                 events: vec![
-                    PodEvent::Apply(pod("a", "p", "u1")),
-                    PodEvent::Apply(pod("a", "p", "u2")),
+                    PodEvent::Apply(pod("a", "p", "u1").into()),
+                    PodEvent::Apply(pod("a", "p", "u2").into()),
                 ],
                 want: vec!["a/p=u2"],
                 synced: false,
@@ -182,8 +182,8 @@ mod tests {
             Case {
                 name: "delete removes",
                 events: vec![
-                    PodEvent::Apply(pod("a", "p", "u1")),
-                    PodEvent::Delete(pod("a", "p", "u1")),
+                    PodEvent::Apply(pod("a", "p", "u1").into()),
+                    PodEvent::Delete(pod("a", "p", "u1").into()),
                 ],
                 want: vec![],
                 synced: false,
@@ -191,9 +191,9 @@ mod tests {
             Case {
                 name: "a late delete of the old UID keeps the new pod",
                 events: vec![
-                    PodEvent::Apply(pod("a", "p", "u1")),
-                    PodEvent::Apply(pod("a", "p", "u2")),
-                    PodEvent::Delete(pod("a", "p", "u1")),
+                    PodEvent::Apply(pod("a", "p", "u1").into()),
+                    PodEvent::Apply(pod("a", "p", "u2").into()),
+                    PodEvent::Delete(pod("a", "p", "u1").into()),
                 ],
                 want: vec!["a/p=u2"],
                 synced: false,
@@ -201,8 +201,8 @@ mod tests {
             Case {
                 name: "a full list drops what it does not name",
                 events: vec![
-                    PodEvent::Apply(pod("a", "p", "u1")),
-                    PodEvent::Apply(pod("a", "q", "u2")),
+                    PodEvent::Apply(pod("a", "p", "u1").into()),
+                    PodEvent::Apply(pod("a", "q", "u2").into()),
                     PodEvent::Synced(["u2".to_string()].into()),
                 ],
                 want: vec!["a/q=u2"],
@@ -223,7 +223,7 @@ mod tests {
     fn the_shared_manager_answers_lookups_and_uids_only_once_synced() {
         let m = PodManager::default();
         let reader = m.clone();
-        m.apply(&PodEvent::Apply(pod("a", "p", "u1")));
+        m.apply(&PodEvent::Apply(pod("a", "p", "u1").into()));
         assert_eq!(
             reader
                 .get("a", "p")

@@ -267,7 +267,7 @@ impl PodWorker {
     ) -> Option<(Pod, PodStatus)> {
         let latest = self.rx.borrow().pod.clone();
         let base = if super::uid(&latest) == super::uid(pod) {
-            latest
+            Arc::unwrap_or_clone(latest)
         } else {
             pod.clone()
         };

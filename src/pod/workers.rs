@@ -42,8 +42,9 @@ pub const VOLUME_REFRESH_PERIOD: Duration = Duration::from_secs(25);
 /// What a worker is told about its pod.
 #[derive(Debug, Clone)]
 pub struct PodUpdate {
-    /// The latest pod object seen.
-    pub pod: Pod,
+    /// The latest pod object seen, shared with the pod manager (cloning an update copies no
+    /// pod: a worker keeps one while it waits, issue 15).
+    pub pod: Arc<Pod>,
     /// The object is gone from the API server (deleted, force-deleted, or vanished while
     /// deckhand was down): kill and clean up without writing status.
     pub removed: bool,
@@ -74,7 +75,7 @@ pub struct PodWorkers {
     pub(super) states: super::states::PodStates,
     /// Resizes not accepted yet, by UID: the pod as the API server has it and its condition
     /// (retried as other pods go away, k/k `podsWithPendingResizes`).
-    pending_resizes: HashMap<String, (Pod, ResizeCondition)>,
+    pending_resizes: HashMap<String, (Arc<Pod>, ResizeCondition)>,
     /// The pods that exist, for the periodic orphan sweep ([`super::housekeeping`]).
     pub(super) pod_manager: Option<super::manager::PodManager>,
     /// When each orphan was last cleaned up (the sweep retries a stubborn one slowly).
@@ -138,7 +139,7 @@ impl PodWorkers {
     }
 
     /// The pods of the workers whose UID is not in `present` (as each worker last saw it).
-    pub(super) fn worker_pods_not_in(&self, present: &HashSet<String>) -> Vec<Pod> {
+    pub(super) fn worker_pods_not_in(&self, present: &HashSet<String>) -> Vec<Arc<Pod>> {
         self.workers
             .iter()
             .filter(|(u, _)| !present.contains(*u))
@@ -163,7 +164,12 @@ impl PodWorkers {
         self.monitor.clone()
     }
 
-    pub(super) async fn update(&mut self, pod: Pod, removed: bool, cancel: &CancellationToken) {
+    pub(super) async fn update(
+        &mut self,
+        pod: Arc<Pod>,
+        removed: bool,
+        cancel: &CancellationToken,
+    ) {
         let uid = super::uid(&pod).to_string();
         if uid.is_empty() {
             return;
@@ -320,7 +326,7 @@ impl PodWorkers {
     /// one that does not stays pending (`ResizeDeferred` Warning event once per reason and
     /// generation) and is retried as pods go away. A pod that is not admitted, removed, being
     /// deleted or finished gets no decision.
-    fn allocate(&mut self, pod: Pod, removed: bool) -> (Pod, Option<ResizeCondition>) {
+    fn allocate(&mut self, pod: Arc<Pod>, removed: bool) -> (Arc<Pod>, Option<ResizeCondition>) {
         use crate::allocation::{
             allocation_from_pod, decide_resize, pod_with_allocation, resize_event_message,
             ResizeDecision, POD_RESIZE_PENDING, REASON_INFEASIBLE,
@@ -337,11 +343,11 @@ impl PodWorkers {
         }
         if removed || pod.metadata.deletion_timestamp.is_some() || phase_is_terminal(&pod) {
             self.pending_resizes.remove(&uid);
-            return (allocated, None);
+            return (Arc::new(allocated), None);
         }
         let Some(node) = self.ctx.node.borrow().clone() else {
             let pending = self.pending_resizes.get(&uid).map(|(_, c)| c.clone());
-            return (allocated, pending);
+            return (Arc::new(allocated), pending);
         };
         let others: Vec<Pod> = self
             .active_pods()
@@ -384,7 +390,7 @@ impl PodWorkers {
                 }
                 self.pending_resizes
                     .insert(uid, (pod.clone(), cond.clone()));
-                (allocated, Some(cond))
+                (Arc::new(allocated), Some(cond))
             }
         }
     }
@@ -392,7 +398,7 @@ impl PodWorkers {
     /// Decides the pending resizes again (other pods may have gone away) and tells the
     /// workers of those that were accepted or changed.
     fn retry_pending_resizes(&mut self) {
-        let pending: Vec<(String, Pod, ResizeCondition)> = self
+        let pending: Vec<(String, Arc<Pod>, ResizeCondition)> = self
             .pending_resizes
             .iter()
             .map(|(u, (p, c))| (u.clone(), p.clone(), c.clone()))
@@ -432,7 +438,7 @@ impl PodWorkers {
                 (!deleting(&u)
                     && u.evict.is_none()
                     && !matches!(phase, Some("Succeeded") | Some("Failed")))
-                .then(|| u.pod.clone())
+                .then(|| Pod::clone(&u.pod))
             })
             .collect()
     }
@@ -597,7 +603,7 @@ mod tests {
 
     fn update(pod: serde_json::Value) -> PodUpdate {
         PodUpdate {
-            pod: serde_json::from_value(pod).unwrap(),
+            pod: Arc::new(serde_json::from_value(pod).unwrap()),
             removed: false,
             evict: None,
             resize_pending: None,

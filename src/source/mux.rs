@@ -88,7 +88,8 @@ impl Merger {
     pub fn on_api(&mut self, ev: PodEvent) -> Vec<PodEvent> {
         match ev {
             PodEvent::Apply(p) if is_mirror(&p) => {
-                self.mirrors.insert(key(&p), p);
+                self.mirrors
+                    .insert(key(&p), std::sync::Arc::unwrap_or_clone(p));
                 vec![]
             }
             PodEvent::Delete(p) if is_mirror(&p) => {
@@ -139,7 +140,7 @@ impl Merger {
                 .spec
                 .as_ref()
                 .and_then(|s| s.termination_grace_period_seconds);
-            out.push(PodEvent::Delete(p));
+            out.push(PodEvent::Delete(std::sync::Arc::new(p)));
         }
         for (uid, mut p) in new {
             if self.statics.contains_key(&uid) {
@@ -153,7 +154,7 @@ impl Merger {
                     crate::time::truncate(now).0.to_string(),
                 );
             self.statics.insert(uid, p.clone());
-            out.push(PodEvent::Apply(p));
+            out.push(PodEvent::Apply(std::sync::Arc::new(p)));
         }
         let first = !self.static_seen;
         self.static_seen = true;
@@ -399,7 +400,7 @@ mod tests {
         let mut m = Merger::new(true, true);
         let now = Timestamp::now();
         assert_eq!(
-            uids(&m.on_api(PodEvent::Apply(api_pod("a", "a")))),
+            uids(&m.on_api(PodEvent::Apply(api_pod("a", "a").into()))),
             vec!["apply a"]
         );
         assert!(m
@@ -466,29 +467,33 @@ mod tests {
             matches!(&m.mirror_actions()[..], [MirrorAction::Create(p)] if crate::pod::uid(p) == crate::pod::uid(&s))
         );
         // The mirror pod appears: not passed to the workers, nothing more to do.
-        assert!(m.on_api(PodEvent::Apply(mirror_of(&s, "m1"))).is_empty());
+        assert!(m
+            .on_api(PodEvent::Apply(mirror_of(&s, "m1").into()))
+            .is_empty());
         assert!(m.mirror_actions().is_empty());
         assert_eq!(m.mirror_uids()[crate::pod::uid(&s)].0, "m1");
         // Deleted through the API: created again.
-        assert!(m.on_api(PodEvent::Delete(mirror_of(&s, "m1"))).is_empty());
+        assert!(m
+            .on_api(PodEvent::Delete(mirror_of(&s, "m1").into()))
+            .is_empty());
         assert!(matches!(&m.mirror_actions()[..], [MirrorAction::Create(_)]));
         // Being deleted (deletionTimestamp): deleted for good, then re-created.
         let mut dying = mirror_of(&s, "m2");
         dying.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
-        m.on_api(PodEvent::Apply(dying));
+        m.on_api(PodEvent::Apply(dying.into()));
         assert!(
             matches!(&m.mirror_actions()[..], [MirrorAction::Delete { uid, .. }] if uid == "m2")
         );
         assert!(m.mirror_uids().is_empty());
         // Stale hash (file edited): the old mirror pod is deleted.
-        m.on_api(PodEvent::Apply(mirror_of(&s, "m3")));
+        m.on_api(PodEvent::Apply(mirror_of(&s, "m3").into()));
         let edited = static_pod("echo");
         m.on_static(vec![edited.clone()], Timestamp::now());
         assert!(
             matches!(&m.mirror_actions()[..], [MirrorAction::Delete { uid, .. }] if uid == "m3")
         );
         // File gone: its mirror pod is an orphan.
-        m.on_api(PodEvent::Apply(mirror_of(&edited, "m4")));
+        m.on_api(PodEvent::Apply(mirror_of(&edited, "m4").into()));
         m.on_static(vec![], Timestamp::now());
         assert!(
             matches!(&m.mirror_actions()[..], [MirrorAction::Delete { uid, .. }] if uid == "m4")

@@ -322,12 +322,12 @@ impl Harness {
             .statuses
             .entry(name)
             .or_insert(status);
-        self.send(PodEvent::Apply(pod.clone())).await;
+        self.send(PodEvent::Apply(pod.clone().into())).await;
     }
 
     /// Tells the workers the pod object is gone from the API server (the watch's DELETED).
     pub(crate) async fn remove(&self, pod: &Pod) {
-        self.send(PodEvent::Delete(pod.clone())).await;
+        self.send(PodEvent::Delete(pod.clone().into())).await;
     }
 
     /// Tells the workers the pod sources delivered a full list naming `pods`.

@@ -85,20 +85,21 @@ pub const HEAP_TRIM_SETTLE: Duration = Duration::from_secs(20);
 pub const HEAP_TRIM_MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// Whether to give the heap's free memory back to the OS now. Only after pods came or went:
-/// pod workers were started or forgotten since the last trim (`churn`), that trim is at least
-/// [`HEAP_TRIM_INTERVAL`] ago (`since_trim`), and either the last start or forget is
-/// [`HEAP_TRIM_SETTLE`] ago (`since_churn`) or the trim has waited [`HEAP_TRIM_MAX_WAIT`]. An
-/// idle node never trims.
+/// a pod worker was started or forgotten since the last trim (`since_churn`: how long ago the
+/// last of them was; None if none was), that trim is at least [`HEAP_TRIM_INTERVAL`] ago
+/// (`since_trim`), and either the last start or forget is [`HEAP_TRIM_SETTLE`] ago or the trim
+/// has waited [`HEAP_TRIM_MAX_WAIT`]. An idle node never trims.
 ///
 /// glibc keeps what a burst allocated. RSS stayed at ~46 MiB after 107 pods came and went,
 /// against ~21 MiB before them, and `malloc_trim` returned 16 MiB of it. With 248 pods running
 /// (`--max-pods=250`, 2026-12-06), a trim ten seconds after the workers started came before
 /// most of their syncs had run: a trim by hand 75 s later still took anonymous memory from 29.8
 /// to 26.0 MiB.
-pub fn should_trim_heap(churn: usize, since_trim: Duration, since_churn: Duration) -> bool {
-    churn > 0
-        && since_trim >= HEAP_TRIM_INTERVAL
-        && (since_churn >= HEAP_TRIM_SETTLE || since_trim >= HEAP_TRIM_MAX_WAIT)
+pub fn should_trim_heap(since_trim: Duration, since_churn: Option<Duration>) -> bool {
+    since_churn.is_some_and(|since_churn| {
+        since_trim >= HEAP_TRIM_INTERVAL
+            && (since_churn >= HEAP_TRIM_SETTLE || since_trim >= HEAP_TRIM_MAX_WAIT)
+    })
 }
 
 /// Gives free heap memory back to the OS (glibc's `malloc_trim(0)`; nothing elsewhere).
@@ -142,11 +143,10 @@ impl PodWorkers {
     /// ([`should_trim_heap`]), in a blocking task (it walks every arena).
     pub(super) fn trim_heap_after_pod_churn(&mut self) {
         if should_trim_heap(
-            self.worker_churn_since_trim,
             self.last_heap_trim.elapsed(),
-            self.last_worker_churn.elapsed(),
+            self.last_worker_churn.map(|t| t.elapsed()),
         ) {
-            self.worker_churn_since_trim = 0;
+            self.last_worker_churn = None;
             self.last_heap_trim = Instant::now();
             tokio::task::spawn_blocking(trim_heap);
         }
@@ -274,22 +274,22 @@ mod tests {
     #[test]
     fn the_heap_is_trimmed_once_pods_that_came_or_went_have_settled() {
         let s = Duration::from_secs;
-        // (workers started or forgotten since the last trim, time since that trim, time since
-        // the last start or forget, expected)
-        for (churn, since_trim, since_churn, want) in [
-            (0, s(3600), s(3600), false), // idle: never
-            (1, s(9), s(30), false),      // too soon after the last trim
-            (1, s(10), s(20), true),
-            (107, s(30), s(25), true), // deletions, settled
-            (248, s(15), s(5), false), // a burst of pod starts still going on
-            (248, s(40), s(19), false),
-            (248, s(40), s(20), true), // ... and over
-            (248, s(60), s(1), true),  // pods that never stop coming: once a minute
+        // (time since the last trim, time since the last worker start or forget if one came
+        // after that trim, expected)
+        for (since_trim, since_churn, want) in [
+            (s(3600), None, false),     // idle: never
+            (s(9), Some(s(30)), false), // too soon after the last trim
+            (s(10), Some(s(20)), true),
+            (s(30), Some(s(25)), true), // deletions, settled
+            (s(15), Some(s(5)), false), // a burst of pod starts still going on
+            (s(40), Some(s(19)), false),
+            (s(40), Some(s(20)), true), // ... and over
+            (s(60), Some(s(1)), true),  // pods that never stop coming: once a minute
         ] {
             assert_eq!(
-                should_trim_heap(churn, since_trim, since_churn),
+                should_trim_heap(since_trim, since_churn),
                 want,
-                "{churn} {since_trim:?} {since_churn:?}"
+                "{since_trim:?} {since_churn:?}"
             );
         }
     }

@@ -80,11 +80,10 @@ pub struct PodWorkers {
     pub(super) pod_manager: Option<super::manager::PodManager>,
     /// When each orphan was last cleaned up (the sweep retries a stubborn one slowly).
     pub(super) orphan_retry: super::housekeeping::OrphanRetry,
-    /// Workers started or forgotten since the heap was last trimmed, and when that was.
-    pub(super) worker_churn_since_trim: usize,
+    /// When the heap was last trimmed.
     pub(super) last_heap_trim: Instant,
-    /// When a worker was last started or forgotten.
-    pub(super) last_worker_churn: Instant,
+    /// When a worker was last started or forgotten, if one was since that trim.
+    pub(super) last_worker_churn: Option<Instant>,
     /// When a worker was last forgotten: the orphan sweep needs a sandbox list taken after it
     /// ([`super::housekeeping::sandbox_list_after`]).
     pub(super) last_worker_forgotten: Instant,
@@ -108,9 +107,8 @@ impl PodWorkers {
             pending_resizes: HashMap::new(),
             pod_manager: None,
             orphan_retry: Default::default(),
-            worker_churn_since_trim: 0,
             last_heap_trim: Instant::now(),
-            last_worker_churn: Instant::now(),
+            last_worker_churn: None,
             last_worker_forgotten: Instant::now(),
         }
     }
@@ -118,8 +116,7 @@ impl PodWorkers {
     /// Forgets the finished worker of `uid` and what was kept for its pod.
     pub(super) fn forget_worker(&mut self, uid: &str) {
         if self.workers.remove(uid).is_some() {
-            self.worker_churn_since_trim += 1;
-            self.last_worker_churn = Instant::now();
+            self.last_worker_churn = Some(Instant::now());
             self.last_worker_forgotten = Instant::now();
         }
         self.states.remove(uid);
@@ -272,8 +269,7 @@ impl PodWorkers {
             .instrument(span),
         );
         self.workers.insert(uid, WorkerHandle { tx, notify });
-        self.worker_churn_since_trim += 1;
-        self.last_worker_churn = Instant::now();
+        self.last_worker_churn = Some(Instant::now());
     }
 
     /// The kubelet's admission of a pod it sees for the first time ([`super::admission`], k/k

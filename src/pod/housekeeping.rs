@@ -75,31 +75,78 @@ pub fn sandbox_list_after(now: Instant, last_forgotten: Instant, force: bool) ->
 /// How long after the last heap trim another may run ([`should_trim_heap`]).
 pub const HEAP_TRIM_INTERVAL: Duration = Duration::from_secs(10);
 
-/// How long no pod worker must have started or been forgotten before the heap is trimmed: the
-/// syncs a burst set off (sandboxes, containers, status writes) are then done allocating
-/// ([`should_trim_heap`]).
+/// How long pods must have been quiet before the heap is trimmed: no pod worker started or
+/// forgotten, no pod event from the sources (the watch echoes every status write) and no event
+/// from PLEG. The syncs a burst set off (sandboxes, containers, status writes) are then done
+/// allocating ([`should_trim_heap`]).
 pub const HEAP_TRIM_SETTLE: Duration = Duration::from_secs(20);
 
-/// The longest a trim waits for pods to settle: a node whose pods keep coming and going still
-/// trims this often ([`should_trim_heap`]).
-pub const HEAP_TRIM_MAX_WAIT: Duration = Duration::from_secs(60);
+/// The longest a trim waits for pods to settle, from the first pod activity after the last
+/// trim: a node whose pods keep changing still trims about this often ([`should_trim_heap`]).
+pub const HEAP_TRIM_MAX_WAIT: Duration = Duration::from_secs(120);
 
-/// Whether to give the heap's free memory back to the OS now. Only after pods came or went:
-/// a pod worker was started or forgotten since the last trim (`since_churn`: how long ago the
-/// last of them was; None if none was), that trim is at least [`HEAP_TRIM_INTERVAL`] ago
-/// (`since_trim`), and either the last start or forget is [`HEAP_TRIM_SETTLE`] ago or the trim
-/// has waited [`HEAP_TRIM_MAX_WAIT`]. An idle node never trims.
+/// Whether to give the heap's free memory back to the OS now. Only after pod activity (see
+/// [`HEAP_TRIM_SETTLE`]) since the last trim (`since_activity`: how long ago the first and the
+/// last of it were; None if there was none), that trim is at least [`HEAP_TRIM_INTERVAL`] ago
+/// (`since_trim`), and either the activity stopped [`HEAP_TRIM_SETTLE`] ago or began
+/// [`HEAP_TRIM_MAX_WAIT`] ago. An idle node never trims, and the first pod after a quiet hour
+/// does not trim at once: it waits for its own activity to settle.
 ///
 /// glibc keeps what a burst allocated. RSS stayed at ~46 MiB after 107 pods came and went,
 /// against ~21 MiB before them, and `malloc_trim` returned 16 MiB of it. With 248 pods running
-/// (`--max-pods=250`, 2026-12-06), a trim ten seconds after the workers started came before
-/// most of their syncs had run: a trim by hand 75 s later still took anonymous memory from 29.8
-/// to 26.0 MiB.
-pub fn should_trim_heap(since_trim: Duration, since_churn: Option<Duration>) -> bool {
-    since_churn.is_some_and(|since_churn| {
+/// (`--max-pods=250`, 2026-12-06) the workers all start within seconds of each other, but their
+/// syncs run for most of a minute after that: a trim 20 s after the last worker started came
+/// before the last pods were Running, and a trim by hand a minute later still took anonymous
+/// memory from 28.6 to 21.5 MiB.
+pub fn should_trim_heap(
+    since_trim: Duration,
+    since_activity: Option<(Duration, Duration)>,
+) -> bool {
+    since_activity.is_some_and(|(since_first, since_last)| {
         since_trim >= HEAP_TRIM_INTERVAL
-            && (since_churn >= HEAP_TRIM_SETTLE || since_trim >= HEAP_TRIM_MAX_WAIT)
+            && (since_last >= HEAP_TRIM_SETTLE || since_first >= HEAP_TRIM_MAX_WAIT)
     })
+}
+
+/// When the heap was last trimmed, and when pods were first and last active after that
+/// ([`should_trim_heap`]).
+#[derive(Debug, Clone, Copy)]
+pub struct HeapTrimClock {
+    last_trim: Instant,
+    activity: Option<(Instant, Instant)>,
+}
+
+impl HeapTrimClock {
+    /// A clock whose last trim is `now` (deckhand's start: nothing to give back yet).
+    pub fn new(now: Instant) -> Self {
+        Self {
+            last_trim: now,
+            activity: None,
+        }
+    }
+
+    /// Pods were active at `now`: a pod worker started or was forgotten, the sources sent a
+    /// pod event, or PLEG an event.
+    pub fn pod_activity(&mut self, now: Instant) {
+        let first = self.activity.map_or(now, |(first, _)| first);
+        self.activity = Some((first, now));
+    }
+
+    /// Whether to trim the heap at `now` ([`should_trim_heap`]); if so, the trim counts as
+    /// done at `now`.
+    pub fn take_due(&mut self, now: Instant) -> bool {
+        let since = |t: Instant| now.saturating_duration_since(t);
+        let due = should_trim_heap(
+            since(self.last_trim),
+            self.activity
+                .map(|(first, last)| (since(first), since(last))),
+        );
+        if due {
+            self.last_trim = now;
+            self.activity = None;
+        }
+        due
+    }
 }
 
 /// Gives free heap memory back to the OS (glibc's `malloc_trim(0)`; nothing elsewhere).
@@ -139,15 +186,10 @@ fn log_cleanup(first: bool, uid: &str, what: &str) {
 }
 
 impl PodWorkers {
-    /// Called every housekeeping period: trims the heap after pods came or went
-    /// ([`should_trim_heap`]), in a blocking task (it walks every arena).
-    pub(super) fn trim_heap_after_pod_churn(&mut self) {
-        if should_trim_heap(
-            self.last_heap_trim.elapsed(),
-            self.last_worker_churn.map(|t| t.elapsed()),
-        ) {
-            self.last_worker_churn = None;
-            self.last_heap_trim = Instant::now();
+    /// Called every housekeeping period: trims the heap once pod activity has settled
+    /// ([`HeapTrimClock`]), in a blocking task (it walks every arena).
+    pub(super) fn trim_heap_after_pod_activity(&mut self) {
+        if self.heap_trim.take_due(Instant::now()) {
             tokio::task::spawn_blocking(trim_heap);
         }
     }
@@ -272,25 +314,59 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_heap_is_trimmed_once_pods_that_came_or_went_have_settled() {
+    fn the_heap_is_trimmed_once_pod_activity_has_settled() {
         let s = Duration::from_secs;
-        // (time since the last trim, time since the last worker start or forget if one came
-        // after that trim, expected)
-        for (since_trim, since_churn, want) in [
-            (s(3600), None, false),     // idle: never
-            (s(9), Some(s(30)), false), // too soon after the last trim
-            (s(10), Some(s(20)), true),
-            (s(30), Some(s(25)), true), // deletions, settled
-            (s(15), Some(s(5)), false), // a burst of pod starts still going on
-            (s(40), Some(s(19)), false),
-            (s(40), Some(s(20)), true), // ... and over
-            (s(60), Some(s(1)), true),  // pods that never stop coming: once a minute
+        // (time since the last trim, times since the first and the last pod activity if there
+        // was some after that trim, expected)
+        for (since_trim, since_activity, want) in [
+            (s(3600), None, false),              // idle: never
+            (s(9), Some((s(30), s(30))), false), // too soon after the last trim
+            (s(10), Some((s(20), s(20))), true),
+            (s(30), Some((s(28), s(25))), true), // deletions, settled
+            (s(15), Some((s(14), s(5))), false), // a burst of pod starts still going on
+            (s(40), Some((s(39), s(19))), false),
+            (s(40), Some((s(39), s(20))), true),  // ... and over
+            (s(3600), Some((s(1), s(1))), false), // the first pod after a quiet hour: not yet
+            (s(60), Some((s(59), s(1))), false),  // a burst of 248 pods takes ~57 s
+            (s(120), Some((s(119), s(1))), false),
+            (s(121), Some((s(120), s(1))), true), // pods that never stop changing: every 2 min
         ] {
             assert_eq!(
-                should_trim_heap(since_trim, since_churn),
+                should_trim_heap(since_trim, since_activity),
                 want,
-                "{since_trim:?} {since_churn:?}"
+                "{since_trim:?} {since_activity:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_burst_is_trimmed_after_its_last_pod_activity_not_after_its_last_worker_start() {
+        let t0 = Instant::now();
+        let at = |secs: u64| t0 + Duration::from_secs(secs);
+        // Checked every 2 s (the housekeeping period) from t0 to 300 s; (pod activity at,
+        // trims expected at).
+        for (activity, want) in [
+            (vec![], vec![]),
+            // 248 workers start within 10 s, PLEG events and status echoes go on to 50 s
+            // (2026-12-06): one trim when the last of it is 20 s old.
+            ((0..=10).chain((12..=50).step_by(2)).collect(), vec![70]),
+            // Pods that never stop changing: two minutes after the first activity since the
+            // last trim.
+            ((0..=300).step_by(4).collect::<Vec<_>>(), vec![120, 244]),
+            // Two bursts: each settles on its own.
+            (vec![100, 130], vec![120, 150]),
+        ] {
+            let mut clock = HeapTrimClock::new(t0);
+            let mut trims = vec![];
+            for now in (0..=300).step_by(2) {
+                if activity.contains(&now) {
+                    clock.pod_activity(at(now));
+                }
+                if clock.take_due(at(now)) {
+                    trims.push(now);
+                }
+            }
+            assert_eq!(trims, want, "activity at {activity:?}");
         }
     }
 

@@ -80,10 +80,8 @@ pub struct PodWorkers {
     pub(super) pod_manager: Option<super::manager::PodManager>,
     /// When each orphan was last cleaned up (the sweep retries a stubborn one slowly).
     pub(super) orphan_retry: super::housekeeping::OrphanRetry,
-    /// When the heap was last trimmed.
-    pub(super) last_heap_trim: Instant,
-    /// When a worker was last started or forgotten, if one was since that trim.
-    pub(super) last_worker_churn: Option<Instant>,
+    /// When the heap was last trimmed and pods last active.
+    pub(super) heap_trim: super::housekeeping::HeapTrimClock,
     /// When a worker was last forgotten: the orphan sweep needs a sandbox list taken after it
     /// ([`super::housekeeping::sandbox_list_after`]).
     pub(super) last_worker_forgotten: Instant,
@@ -107,8 +105,7 @@ impl PodWorkers {
             pending_resizes: HashMap::new(),
             pod_manager: None,
             orphan_retry: Default::default(),
-            last_heap_trim: Instant::now(),
-            last_worker_churn: None,
+            heap_trim: super::housekeeping::HeapTrimClock::new(Instant::now()),
             last_worker_forgotten: Instant::now(),
         }
     }
@@ -116,7 +113,7 @@ impl PodWorkers {
     /// Forgets the finished worker of `uid` and what was kept for its pod.
     pub(super) fn forget_worker(&mut self, uid: &str) {
         if self.workers.remove(uid).is_some() {
-            self.last_worker_churn = Some(Instant::now());
+            self.heap_trim.pod_activity(Instant::now());
             self.last_worker_forgotten = Instant::now();
         }
         self.states.remove(uid);
@@ -269,7 +266,7 @@ impl PodWorkers {
             .instrument(span),
         );
         self.workers.insert(uid, WorkerHandle { tx, notify });
-        self.last_worker_churn = Some(Instant::now());
+        self.heap_trim.pod_activity(Instant::now());
     }
 
     /// The kubelet's admission of a pod it sees for the first time ([`super::admission`], k/k
@@ -486,7 +483,7 @@ impl PodWorkers {
                         self.retry_pending_resizes();
                     }
                     self.sweep_orphans(&cancel).await;
-                    self.trim_heap_after_pod_churn();
+                    self.trim_heap_after_pod_activity();
                 }
                 cmd = commands.recv(), if !commands.is_closed() => {
                     if let Some(cmd) = cmd { self.command(cmd); }
@@ -498,15 +495,18 @@ impl PodWorkers {
                         for (_, tx) in done { let _ = tx.send(true); }
                     }
                 }
-                ev = pods.recv() => match ev {
-                    None => return,
-                    Some(PodEvent::Apply(pod)) => {
-                        let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(self.ctx.node_name.as_str());
-                        self.update(pod, !on_node, &cancel).await;
+                ev = pods.recv() => {
+                    let Some(ev) = ev else { return };
+                    self.heap_trim.pod_activity(Instant::now());
+                    match ev {
+                        PodEvent::Apply(pod) => {
+                            let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(self.ctx.node_name.as_str());
+                            self.update(pod, !on_node, &cancel).await;
+                        }
+                        PodEvent::Delete(pod) => self.update(pod, true, &cancel).await,
+                        PodEvent::Synced(present) => self.reconcile(present, &cancel).await,
                     }
-                    Some(PodEvent::Delete(pod)) => self.update(pod, true, &cancel).await,
-                    Some(PodEvent::Synced(present)) => self.reconcile(present, &cancel).await,
-                },
+                }
                 r = runtime_back.changed() => {
                     // The runtime answers again after an outage (e.g. containerd restarted):
                     // every worker syncs now rather than at the end of its failure back-off.
@@ -518,6 +518,7 @@ impl PodWorkers {
                 }
                 uid = pleg.recv() => {
                     if let Some(uid) = uid {
+                        self.heap_trim.pod_activity(Instant::now());
                         if let Some(h) = self.workers.get(&uid) {
                             h.notify.notify_one();
                         }

@@ -28,7 +28,8 @@
 # afterwards, also on failure or Ctrl-C), and leaves deckhand's release build running. Results:
 # _output/bench/<time>/ (one JSON file per round, limit-<n>.json, report.txt).
 # Environment: BENCH_SETTLE_S (20), BENCH_IDLE_S (60), BENCH_BUSY_S (20) set the idle and busy
-# measurement windows.
+# measurement windows; BENCH_QUIET_MAX_S (300) the longest wait, before the first round, for the
+# load average to fall below the number of CPUs.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -101,7 +102,20 @@ driver() { cargo bench --profile ci --bench node -- "$@"; }
 # limit is measured before and after every round (always while deckhand is the node: the Go
 # kubelet would kill the raw pods as unknown), and each round is held to the two next to it.
 L=0
+# The builds above (and whatever ran before the bench, e.g. hack/bench-max-pods.sh's 248 pods
+# being torn down) leave the machine busy for minutes: a first round started at a load average
+# of 18 came out 1.2x slower than the second. Wait until the 1-minute load average is below the
+# number of CPUs, at most BENCH_QUIET_MAX_S (300) seconds, before the first limit.
+wait_quiet() {
+  local max=${BENCH_QUIET_MAX_S:-300} cpus waited=0
+  cpus=$(nproc)
+  while [ "$waited" -lt "$max" ] && awk -v c="$cpus" '{exit !($1 >= c)}' /proc/loadavg; do
+    sleep 5; waited=$((waited + 5))
+  done
+  log "waited ${waited} s for the machine to be quiet (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+}
 limit() { L=$((L + 1)); log "limit $L: the machine's limit (no kubelet involved)"; driver limit --index "$L" --out "$OUT/limit-$L.json"; }
+wait_quiet
 for r in $(seq 1 "$ROUNDS"); do
   [ -n "$(deckhand_pid)" ] || go_kubelet_restore
   limit

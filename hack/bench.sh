@@ -98,10 +98,6 @@ driver() { cargo bench --profile ci --bench node -- "$@"; }
   echo "deckhand: $DECKHAND_BIN ($(du -h "$DECKHAND_BIN" | cut -f1)), Go kubelet: $BIN/kubelet $KUBE_VERSION ($(du -h "$BIN/kubelet" | cut -f1))"
 } | tee "$OUT/host.txt"
 
-# The machine's pace drifts from round to round (containerd slows as the rounds go by), so the
-# limit is measured before and after every round (always while deckhand is the node: the Go
-# kubelet would kill the raw pods as unknown), and each round is held to the two next to it.
-L=0
 # The builds above (and whatever ran before the bench, e.g. hack/bench-max-pods.sh's 248 pods
 # being torn down) leave the machine busy for minutes: a first round started at a load average
 # of 18 came out 1.2x slower than the second. Wait until the 1-minute load average is below the
@@ -114,6 +110,10 @@ wait_quiet() {
   done
   log "waited ${waited} s for the machine to be quiet (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 }
+# The machine's pace drifts from round to round (containerd slows as the rounds go by), so the
+# limit is measured before and after every round (always while deckhand is the node: the Go
+# kubelet would kill the raw pods as unknown), and each round is held to the two next to it.
+L=0
 limit() { L=$((L + 1)); log "limit $L: the machine's limit (no kubelet involved)"; driver limit --index "$L" --out "$OUT/limit-$L.json"; }
 wait_quiet
 for r in $(seq 1 "$ROUNDS"); do

@@ -72,13 +72,10 @@ pub fn sandbox_list_after(now: Instant, last_forgotten: Instant, force: bool) ->
         .max(last_forgotten)
 }
 
-/// How long after the last heap trim another may run ([`should_trim_heap`]).
-pub const HEAP_TRIM_INTERVAL: Duration = Duration::from_secs(10);
-
-/// How long pods must have been quiet before the heap is trimmed: no pod worker started or
-/// forgotten, no pod event from the sources (the watch echoes every status write) and no event
-/// from PLEG. The syncs a burst set off (sandboxes, containers, status writes) are then done
-/// allocating ([`should_trim_heap`]).
+/// How long pods must have been quiet before the heap is trimmed: no pod worker forgotten, no
+/// pod event from the sources (the watch echoes every status write, and every new worker comes
+/// from one) and no event from PLEG. The syncs a burst set off (sandboxes, containers, status
+/// writes) are then done allocating ([`should_trim_heap`]).
 pub const HEAP_TRIM_SETTLE: Duration = Duration::from_secs(20);
 
 /// The longest a trim waits for pods to settle, from the first pod activity after the last
@@ -87,10 +84,10 @@ pub const HEAP_TRIM_MAX_WAIT: Duration = Duration::from_secs(120);
 
 /// Whether to give the heap's free memory back to the OS now. Only after pod activity (see
 /// [`HEAP_TRIM_SETTLE`]) since the last trim (`since_activity`: how long ago the first and the
-/// last of it were; None if there was none), that trim is at least [`HEAP_TRIM_INTERVAL`] ago
-/// (`since_trim`), and either the activity stopped [`HEAP_TRIM_SETTLE`] ago or began
-/// [`HEAP_TRIM_MAX_WAIT`] ago. An idle node never trims, and the first pod after a quiet hour
-/// does not trim at once: it waits for its own activity to settle.
+/// last of it were; None if there was none), and once that activity stopped
+/// [`HEAP_TRIM_SETTLE`] ago or began [`HEAP_TRIM_MAX_WAIT`] ago. An idle node never trims, and
+/// the first pod after a quiet hour does not trim at once: it waits for its own activity to
+/// settle. The last trim itself needs no spacing: the activity a trim waits for came after it.
 ///
 /// glibc keeps what a burst allocated. RSS stayed at ~46 MiB after 107 pods came and went,
 /// against ~21 MiB before them, and `malloc_trim` returned 16 MiB of it. With 248 pods running
@@ -98,51 +95,35 @@ pub const HEAP_TRIM_MAX_WAIT: Duration = Duration::from_secs(120);
 /// syncs run for most of a minute after that: a trim 20 s after the last worker started came
 /// before the last pods were Running, and a trim by hand a minute later still took anonymous
 /// memory from 28.6 to 21.5 MiB.
-pub fn should_trim_heap(
-    since_trim: Duration,
-    since_activity: Option<(Duration, Duration)>,
-) -> bool {
+pub fn should_trim_heap(since_activity: Option<(Duration, Duration)>) -> bool {
     since_activity.is_some_and(|(since_first, since_last)| {
-        since_trim >= HEAP_TRIM_INTERVAL
-            && (since_last >= HEAP_TRIM_SETTLE || since_first >= HEAP_TRIM_MAX_WAIT)
+        since_last >= HEAP_TRIM_SETTLE || since_first >= HEAP_TRIM_MAX_WAIT
     })
 }
 
-/// When the heap was last trimmed, and when pods were first and last active after that
-/// ([`should_trim_heap`]).
-#[derive(Debug, Clone, Copy)]
+/// When pods were first and last active after the last heap trim ([`should_trim_heap`]).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct HeapTrimClock {
-    last_trim: Instant,
     activity: Option<(Instant, Instant)>,
 }
 
 impl HeapTrimClock {
-    /// A clock whose last trim is `now` (deckhand's start: nothing to give back yet).
-    pub fn new(now: Instant) -> Self {
-        Self {
-            last_trim: now,
-            activity: None,
-        }
-    }
-
-    /// Pods were active at `now`: a pod worker started or was forgotten, the sources sent a
-    /// pod event, or PLEG an event.
+    /// Pods were active at `now`: a pod worker was forgotten, the sources sent a pod event, or
+    /// PLEG an event.
     pub fn pod_activity(&mut self, now: Instant) {
         let first = self.activity.map_or(now, |(first, _)| first);
         self.activity = Some((first, now));
     }
 
-    /// Whether to trim the heap at `now` ([`should_trim_heap`]); if so, the trim counts as
-    /// done at `now`.
+    /// Whether to trim the heap at `now` ([`should_trim_heap`]); if so, the activity so far
+    /// counts as trimmed.
     pub fn take_due(&mut self, now: Instant) -> bool {
         let since = |t: Instant| now.saturating_duration_since(t);
         let due = should_trim_heap(
-            since(self.last_trim),
             self.activity
                 .map(|(first, last)| (since(first), since(last))),
         );
         if due {
-            self.last_trim = now;
             self.activity = None;
         }
         due
@@ -316,26 +297,21 @@ mod tests {
     #[test]
     fn the_heap_is_trimmed_once_pod_activity_has_settled() {
         let s = Duration::from_secs;
-        // (time since the last trim, times since the first and the last pod activity if there
-        // was some after that trim, expected)
-        for (since_trim, since_activity, want) in [
-            (s(3600), None, false),              // idle: never
-            (s(9), Some((s(30), s(30))), false), // too soon after the last trim
-            (s(10), Some((s(20), s(20))), true),
-            (s(30), Some((s(28), s(25))), true), // deletions, settled
-            (s(15), Some((s(14), s(5))), false), // a burst of pod starts still going on
-            (s(40), Some((s(39), s(19))), false),
-            (s(40), Some((s(39), s(20))), true),  // ... and over
-            (s(3600), Some((s(1), s(1))), false), // the first pod after a quiet hour: not yet
-            (s(60), Some((s(59), s(1))), false),  // a burst of 248 pods takes ~57 s
-            (s(120), Some((s(119), s(1))), false),
-            (s(121), Some((s(120), s(1))), true), // pods that never stop changing: every 2 min
+        // (times since the first and the last pod activity after the last trim if there was
+        // some, expected)
+        for (since_activity, want) in [
+            (None, false), // idle: never
+            (Some((s(20), s(20))), true),
+            (Some((s(28), s(25))), true),  // deletions, settled
+            (Some((s(14), s(5))), false),  // a burst of pod starts still going on
+            (Some((s(39), s(19))), false), // ...
+            (Some((s(39), s(20))), true),  // ... and over
+            (Some((s(1), s(1))), false),   // the first pod after a quiet hour: not yet
+            (Some((s(59), s(1))), false),  // a burst of 248 pods takes ~57 s
+            (Some((s(119), s(1))), false),
+            (Some((s(120), s(1))), true), // pods that never stop changing: every 2 min
         ] {
-            assert_eq!(
-                should_trim_heap(since_trim, since_activity),
-                want,
-                "{since_trim:?} {since_activity:?}"
-            );
+            assert_eq!(should_trim_heap(since_activity), want, "{since_activity:?}");
         }
     }
 
@@ -356,7 +332,7 @@ mod tests {
             // Two bursts: each settles on its own.
             (vec![100, 130], vec![120, 150]),
         ] {
-            let mut clock = HeapTrimClock::new(t0);
+            let mut clock = HeapTrimClock::default();
             let mut trims = vec![];
             for now in (0..=300).step_by(2) {
                 if activity.contains(&now) {

@@ -105,7 +105,7 @@ impl PodWorkers {
             pending_resizes: HashMap::new(),
             pod_manager: None,
             orphan_retry: Default::default(),
-            heap_trim: super::housekeeping::HeapTrimClock::new(Instant::now()),
+            heap_trim: Default::default(),
             last_worker_forgotten: Instant::now(),
         }
     }
@@ -266,7 +266,6 @@ impl PodWorkers {
             .instrument(span),
         );
         self.workers.insert(uid, WorkerHandle { tx, notify });
-        self.heap_trim.pod_activity(Instant::now());
     }
 
     /// The kubelet's admission of a pod it sees for the first time ([`super::admission`], k/k

@@ -83,6 +83,14 @@ pub mod reason {
     pub const NODE_HAS_INSUFFICIENT_PID: &str = "NodeHasInsufficientPID";
 }
 
+/// What the recorder's handle sends to its publisher task.
+enum Message {
+    /// An event to publish.
+    Event(Pending),
+    /// The object with this UID is gone: its events can never repeat ([`forget_object`]).
+    Forget(String),
+}
+
 struct Pending {
     warning: bool,
     reason: String,
@@ -110,7 +118,7 @@ struct Seen {
 /// A cheap, cloneable handle that queues events for the background publisher.
 #[derive(Clone)]
 pub struct EventRecorder {
-    tx: mpsc::Sender<Pending>,
+    tx: mpsc::Sender<Message>,
 }
 
 struct Publisher {
@@ -122,16 +130,7 @@ struct Publisher {
 impl Publisher {
     async fn publish(&mut self, p: Pending) {
         let now = Timestamp::now();
-        let key = format!(
-            "{}/{}/{}/{}/{}/{}/{}",
-            p.reference.namespace.as_deref().unwrap_or(""),
-            p.reference.name.as_deref().unwrap_or(""),
-            p.reference.uid.as_deref().unwrap_or(""),
-            p.reference.field_path.as_deref().unwrap_or(""),
-            p.warning,
-            p.reason,
-            p.message
-        );
+        let key = aggregation_key(&p);
         if self.seen.len() >= MAX_REMEMBERED {
             self.seen
                 .retain(|_, s| now.as_second() - s.last.as_second() < AGGREGATION_WINDOW_SECONDS);
@@ -208,19 +207,55 @@ impl Publisher {
     }
 }
 
+/// The key under which repeats of an event are aggregated: the involved object (UID first, for
+/// [`forget_object`]), field path, type, reason and message (client-go's `getEventKey`).
+fn aggregation_key(p: &Pending) -> String {
+    format!(
+        "{}/{}/{}/{}/{}/{}/{}",
+        p.reference.uid.as_deref().unwrap_or(""),
+        p.reference.namespace.as_deref().unwrap_or(""),
+        p.reference.name.as_deref().unwrap_or(""),
+        p.reference.field_path.as_deref().unwrap_or(""),
+        p.warning,
+        p.reason,
+        p.message
+    )
+}
+
+/// Drops what the aggregation remembers about the object `uid`, and gives the map's spare room
+/// back when it is mostly empty ([`crate::heap::shrink_sparse`]). A pod's events cannot repeat
+/// once its worker is gone (a UID is never reused), so this changes no event a user sees; it
+/// frees the pod's entries now rather than when 4096 others have pushed them out (client-go's
+/// LRU), which kept ~0.5 MB of small strings spread over the heap after 248 pods came and went
+/// (heaptrack, 2026-12-06).
+fn forget_object<V>(seen: &mut HashMap<String, V>, uid: &str) {
+    if uid.is_empty() {
+        return;
+    }
+    seen.retain(|key, _| !(key.starts_with(uid) && key.as_bytes().get(uid.len()) == Some(&b'/')));
+    crate::heap::shrink_sparse(seen);
+}
+
 impl EventRecorder {
     /// Starts the publisher task for node `node_name` (events carry `source: {component:
     /// kubelet, host: <node>}`, as the Go kubelet's). At most 1000 events wait; beyond that new
     /// events are dropped with a debug log line.
     pub fn start(client: kube::Client, node_name: &str) -> Self {
-        let (tx, mut rx) = mpsc::channel::<Pending>(1000);
+        let (tx, mut rx) = mpsc::channel::<Message>(1000);
         let mut publisher = Publisher {
             client,
             node_name: node_name.to_string(),
             seen: HashMap::new(),
         };
         tokio::spawn(async move {
-            while let Some(p) = rx.recv().await {
+            while let Some(m) = rx.recv().await {
+                let p = match m {
+                    Message::Event(p) => p,
+                    Message::Forget(uid) => {
+                        forget_object(&mut publisher.seen, &uid);
+                        continue;
+                    }
+                };
                 // a deadline, so a server that stops answering cannot stall the publisher
                 // (events recorded meanwhile are dropped when the queue is full)
                 if tokio::time::timeout(PUBLISH_TIMEOUT, publisher.publish(p))
@@ -238,9 +273,10 @@ impl EventRecorder {
     /// kubelet's broadcaster then only logs them too, "No api server defined - no events will be
     /// sent to API server.").
     pub fn log_only() -> Self {
-        let (tx, mut rx) = mpsc::channel::<Pending>(1000);
+        let (tx, mut rx) = mpsc::channel::<Message>(1000);
         tokio::spawn(async move {
-            while let Some(p) = rx.recv().await {
+            while let Some(m) = rx.recv().await {
+                let Message::Event(p) = m else { continue };
                 tracing::info!(
                     object.kind = p.reference.kind.as_deref().unwrap_or(""),
                     object.namespace = p.reference.namespace.as_deref().unwrap_or(""),
@@ -268,9 +304,16 @@ impl EventRecorder {
             message: truncate(message, 1024),
             reference,
         };
-        if self.tx.try_send(p).is_err() {
+        if self.tx.try_send(Message::Event(p)).is_err() {
             tracing::debug!(reason, "event queue full or closed; event dropped");
         }
+    }
+
+    /// The object with `uid` is gone for good (a pod whose worker was forgotten): what the
+    /// aggregation remembers about it is dropped ([`forget_object`]). Sent in order after the
+    /// object's last events; if the queue is full, the entries are pushed out later as before.
+    pub fn forget_object(&self, uid: &str) {
+        let _ = self.tx.try_send(Message::Forget(uid.to_string()));
     }
 
     /// Records an event about a pod, or about one of its containers when `container` is given
@@ -342,6 +385,36 @@ pub fn pod_reference(pod: &Pod, container: Option<&str>) -> ObjectReference {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gone_objects_events_are_forgotten_and_no_others() {
+        let pending = |uid: &str, reason: &str| Pending {
+            warning: false,
+            reason: reason.into(),
+            message: "m".into(),
+            reference: ObjectReference {
+                uid: Some(uid.into()),
+                namespace: Some("ns".into()),
+                name: Some("p".into()),
+                ..Default::default()
+            },
+        };
+        let mut seen: HashMap<String, ()> = HashMap::new();
+        for (uid, reason) in [
+            ("u1", "Pulled"),
+            ("u1", "Started"),
+            ("u10", "Started"),
+            ("u2", "Killing"),
+        ] {
+            seen.insert(aggregation_key(&pending(uid, reason)), ());
+        }
+        forget_object(&mut seen, "u1");
+        let mut left: Vec<_> = seen.keys().map(|k| k.split('/').next().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["u10", "u2"]);
+        forget_object(&mut seen, ""); // an object without a UID: nothing
+        assert_eq!(seen.len(), 2);
+    }
 
     #[test]
     fn container_events_name_the_spec_list_the_container_is_in() {

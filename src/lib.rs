@@ -35,6 +35,7 @@ pub mod cri;
 pub mod events;
 pub mod eviction;
 pub mod gc;
+pub mod heap;
 pub mod image;
 pub mod kubelet;
 pub mod kuberuntime;

@@ -101,7 +101,9 @@ impl RecordedExits {
 
     /// Forgets container `id` (CRI shows it exited, or it was removed).
     pub fn forget(&self, id: &str) {
-        self.inner.lock().unwrap().remove(id);
+        let mut g = self.inner.lock().unwrap();
+        g.remove(id);
+        crate::heap::shrink_sparse(&mut g);
     }
 
     /// After a relist: forgets the records of containers CRI shows exited (`exited(id)`) and of

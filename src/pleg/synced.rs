@@ -51,7 +51,9 @@ impl SyncedStates {
 
     /// Forgets what the worker of pod `uid` saw: the next change the relist finds wakes it.
     pub fn forget(&self, uid: &str) {
-        self.inner.lock().unwrap().remove(uid);
+        let mut g = self.inner.lock().unwrap();
+        g.remove(uid);
+        crate::heap::shrink_sparse(&mut g);
     }
 
     /// What the worker of pod `uid` recorded, if anything.

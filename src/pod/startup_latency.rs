@@ -201,6 +201,9 @@ impl PodStartupLatencyTracker {
         st.excluded.remove(uid);
         st.first_seen.remove(uid);
         st.last_phase.remove(uid);
+        crate::heap::shrink_sparse(&mut st.pods);
+        crate::heap::shrink_sparse(&mut st.first_seen);
+        crate::heap::shrink_sparse(&mut st.last_phase);
     }
 }
 

@@ -47,6 +47,7 @@ impl PodStates {
     pub fn remove(&self, uid: &str) {
         let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
         g.pods.remove(uid);
+        crate::heap::shrink_sparse(&mut g.pods);
     }
 
     /// Marks that the pod sources delivered their first full list: from now on an unknown UID

@@ -113,6 +113,8 @@ impl PodWorkers {
     /// Forgets the finished worker of `uid` and what was kept for its pod.
     pub(super) fn forget_worker(&mut self, uid: &str) {
         if self.workers.remove(uid).is_some() {
+            crate::heap::shrink_sparse(&mut self.workers);
+            self.ctx.recorder.forget_object(uid);
             self.heap_trim.pod_activity(Instant::now());
             self.last_worker_forgotten = Instant::now();
         }

@@ -621,14 +621,21 @@ impl StatusManager {
 
     /// Drops what is cached or queued for a pod that is gone.
     pub fn forget(&self, uid: &str) {
-        self.inner.pending.lock().unwrap().remove(uid);
+        use crate::heap::shrink_sparse;
+        let mut pending = self.inner.pending.lock().unwrap();
+        pending.remove(uid);
+        shrink_sparse(&mut pending);
+        drop(pending);
         self.inner.statics.lock().unwrap().remove(uid);
-        self.inner.last_written.lock().unwrap().remove(uid);
-        self.inner.written_rv.lock().unwrap().remove(uid);
-        if let Some((mirror_uid, _, _)) = self.inner.mirrors.lock().unwrap().get(uid) {
-            self.inner.last_written.lock().unwrap().remove(mirror_uid);
-            self.inner.written_rv.lock().unwrap().remove(mirror_uid);
+        let mirror = self.inner.mirrors.lock().unwrap().get(uid).map(|(m, _, _)| m.clone());
+        let mut last_written = self.inner.last_written.lock().unwrap();
+        let mut written_rv = self.inner.written_rv.lock().unwrap();
+        for uid in std::iter::once(uid).chain(mirror.as_deref()) {
+            last_written.remove(uid);
+            written_rv.remove(uid);
         }
+        shrink_sparse(&mut last_written);
+        shrink_sparse(&mut written_rv);
     }
 }
 

@@ -48,6 +48,8 @@ pub struct StatusManager {
     inner: Arc<Inner>,
 }
 
+/// Lock order, where more than one is held at a time: `statics`, `mirrors`, `last_written`,
+/// `written_rv` (as `reconcile_mirrors` takes them); `pending` is never held with another.
 struct Inner {
     /// None in standalone mode: statuses are only kept here.
     client: Option<kube::Client>,
@@ -610,24 +612,32 @@ impl StatusManager {
         if let Some((_, s)) = self.inner.pending.lock().unwrap().get(uid) {
             return Some(s.clone());
         }
-        let written = self.inner.last_written.lock().unwrap();
-        written.get(uid).cloned().or_else(|| {
-            let mirrors = self.inner.mirrors.lock().unwrap();
-            mirrors
-                .get(uid)
-                .and_then(|(m, _, _)| written.get(m).cloned())
-        })
+        if let Some(s) = self.inner.last_written.lock().unwrap().get(uid) {
+            return Some(s.clone());
+        }
+        // One lock at a time: `reconcile_mirrors` takes `mirrors` before `last_written`.
+        let mirror = self.inner.mirrors.lock().unwrap().get(uid)?.0.clone();
+        self.inner
+            .last_written
+            .lock()
+            .unwrap()
+            .get(&mirror)
+            .cloned()
     }
 
     /// Drops what is cached or queued for a pod that is gone.
     pub fn forget(&self, uid: &str) {
         use crate::heap::shrink_sparse;
-        let mut pending = self.inner.pending.lock().unwrap();
-        pending.remove(uid);
-        shrink_sparse(&mut pending);
-        drop(pending);
+        // `pending` is drained by every write batch: its size does not follow the pod count.
+        self.inner.pending.lock().unwrap().remove(uid);
         self.inner.statics.lock().unwrap().remove(uid);
-        let mirror = self.inner.mirrors.lock().unwrap().get(uid).map(|(m, _, _)| m.clone());
+        let mirror = self
+            .inner
+            .mirrors
+            .lock()
+            .unwrap()
+            .get(uid)
+            .map(|(m, _, _)| m.clone());
         let mut last_written = self.inner.last_written.lock().unwrap();
         let mut written_rv = self.inner.written_rv.lock().unwrap();
         for uid in std::iter::once(uid).chain(mirror.as_deref()) {

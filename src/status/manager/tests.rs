@@ -179,6 +179,45 @@ fn standalone_keeps_statuses_locally() {
     );
 }
 
+/// `latest` for a static pod reads its mirror pod's status while the periodic mirror pass runs:
+/// the two take the same locks, and must not wait for each other (they did: `latest` held
+/// `last_written` while taking `mirrors`, the mirror pass the other way round).
+#[test]
+fn reading_a_static_pods_status_during_the_mirror_pass_does_not_deadlock() {
+    let m = StatusManager::standalone();
+    m.mirror_uids()
+        .lock()
+        .unwrap()
+        .insert("static".into(), ("mirror".into(), status("Running"), None));
+    m.queue(&pod("mirror"), &status("Running"));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let reader = {
+        let (m, done) = (m.clone(), done_tx.clone());
+        std::thread::spawn(move || {
+            for _ in 0..200_000 {
+                assert!(m.latest("static").is_some());
+            }
+            let _ = done.send(());
+        })
+    };
+    let reconciler = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for _ in 0..200_000 {
+            rt.block_on(m.reconcile_mirrors());
+        }
+        let _ = done_tx.send(());
+    });
+    for _ in 0..2 {
+        done_rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("latest and reconcile_mirrors deadlocked");
+    }
+    reader.join().unwrap();
+    reconciler.join().unwrap();
+}
+
 /// The periodic mirror pass picks a static pod only when its mirror pod carries a newer,
 /// different status than our last write on it.
 #[test]

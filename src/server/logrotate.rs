@@ -122,18 +122,24 @@ fn compress(log: &str) -> io::Result<()> {
 }
 
 /// The log path of container `id` (`ContainerStatus.log_path`, empty when it has none), asked of
-/// the runtime once per container: it does not change while the container exists.
+/// the runtime once per container: it does not change while the container exists. None when
+/// the runtime no longer knows the container: it was removed after the list was taken (pods
+/// deleted in a burst), and there is nothing to rotate.
 async fn log_path(
     cri: &CriClient,
     id: &str,
     known: &mut HashMap<String, String>,
-) -> Result<String, String> {
+) -> Result<Option<String>, String> {
     if let Some(p) = known.get(id) {
-        return Ok(p.clone());
+        return Ok(Some(p.clone()));
     }
-    let status = cri.container_status(id).await.map_err(|e| e.to_string())?;
+    let status = match cri.container_status(id).await {
+        Ok(s) => s,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
     known.insert(id.to_string(), status.log_path.clone());
-    Ok(status.log_path)
+    Ok(Some(status.log_path))
 }
 
 /// Cleans up, compresses and rotates one container's log (at `log_path`) when it is too big.
@@ -150,11 +156,13 @@ async fn rotate_if_needed(
     let size = match tokio::fs::metadata(&log).await {
         Ok(m) => m.len(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            // The live file is gone (a failed rotation): have the runtime create it again.
-            cri.reopen_container_log(id)
-                .await
-                .map_err(|e| e.to_string())?;
-            return Ok(());
+            // The live file is gone (a failed rotation): have the runtime create it again. Or
+            // the container and its log were removed since the list (pods deleted in a burst):
+            // nothing to rotate.
+            return match cri.reopen_container_log(id).await {
+                Err(e) if !e.is_not_found() => Err(e.to_string()),
+                _ => Ok(()),
+            };
         }
         Err(e) => return Err(format!("stat {}: {e}", log.display())),
     };
@@ -180,9 +188,16 @@ async fn rotate_if_needed(
     tokio::fs::rename(&log, &rotated)
         .await
         .map_err(|e| format!("rotating {}: {e}", log.display()))?;
-    if let Err(e) = cri.reopen_container_log(id).await {
-        let _ = tokio::fs::rename(&rotated, &log).await;
-        return Err(format!("failed to reopen container log {id:?}: {e}"));
+    match cri.reopen_container_log(id).await {
+        Err(e) if e.is_not_found() => {
+            tracing::debug!(container = %id, "log rotation: the container is gone");
+            return Ok(());
+        }
+        Err(e) => {
+            let _ = tokio::fs::rename(&rotated, &log).await;
+            return Err(format!("failed to reopen container log {id:?}: {e}"));
+        }
+        Ok(()) => {}
     }
     tracing::debug!(container = %id, log = %log.display(), size, "rotated container log");
     Ok(())
@@ -223,7 +238,11 @@ pub async fn run(cri: CriClient, policy: Policy, cancel: CancellationToken) {
                 return;
             }
             let result = match log_path(&cri, &c.id, &mut log_paths).await {
-                Ok(path) => rotate_if_needed(&cri, &c.id, &path, policy).await,
+                Ok(Some(path)) => rotate_if_needed(&cri, &c.id, &path, policy).await,
+                Ok(None) => {
+                    tracing::debug!(container = %c.id, "log rotation: the container is gone");
+                    continue;
+                }
                 Err(e) => Err(e),
             };
             if let Err(e) = result {
@@ -254,6 +273,26 @@ mod tests {
 
     fn v(names: &[&str]) -> Vec<String> {
         names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_container_removed_since_the_list_has_no_log_path_and_is_no_error() {
+        let fake = crate::cri::fake::FakeRuntime::new();
+        let cri = fake.client().await;
+        let mut known = HashMap::new();
+        assert_eq!(log_path(&cri, "gone", &mut known).await, Ok(None));
+        assert!(known.is_empty());
+        // its path was asked before, and the container and its log went since
+        // (no file is made: the path only has to be missing)
+        let log = std::env::temp_dir().join(format!("deckhand-gone-{}/0.log", std::process::id()));
+        let policy = Policy {
+            max_size: 10,
+            max_files: 2,
+        };
+        assert_eq!(
+            rotate_if_needed(&cri, "gone", log.to_str().unwrap(), policy).await,
+            Ok(())
+        );
     }
 
     #[test]

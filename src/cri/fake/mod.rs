@@ -442,10 +442,12 @@ mod tests {
             .await
             .unwrap_err()
             .is_not_found());
-        assert!(
-            cri.reopen_container_log(&id).await.is_err(),
-            "not modelled: Unimplemented"
-        );
+        cri.reopen_container_log(&id).await.unwrap();
+        assert!(cri
+            .reopen_container_log("nope")
+            .await
+            .unwrap_err()
+            .is_not_found());
         assert_eq!(fake.count("RunPodSandbox"), 2);
     }
 

@@ -290,6 +290,21 @@ impl runtime_service_server::RuntimeService for FakeRuntime {
         Ok(Response::new(api::RemoveContainerResponse {}))
     }
 
+    /// Reopens a container's log file (containerd's `ReopenContainerLog`): NotFound for a
+    /// container the runtime does not hold. The fake writes no log files, so nothing else is
+    /// modelled.
+    async fn reopen_container_log(
+        &self,
+        req: Request<api::ReopenContainerLogRequest>,
+    ) -> Result<Response<api::ReopenContainerLogResponse>, Status> {
+        self.enter("ReopenContainerLog").await?;
+        let id = req.into_inner().container_id;
+        if !self.with(|s| s.containers.contains_key(&id)) {
+            return Err(Self::not_found("container", &id));
+        }
+        Ok(Response::new(api::ReopenContainerLogResponse {}))
+    }
+
     async fn list_containers(
         &self,
         req: Request<api::ListContainersRequest>,

@@ -79,7 +79,15 @@ log "building: deckhand (release), the bench driver, the Go kubelet"
 # shellcheck source=hack/lib/release.sh
 . "$ROOT/hack/lib/release.sh"
 release_build --bins
-cargo bench --profile ci --bench node --no-run
+# The driver is built once and its executable run from then on: `cargo bench` for every limit
+# and round would rebuild it, in the middle of the measurements, whenever a source file changed
+# meanwhile (an edit during a bench made limit 1 wait for a build of deckhand's library).
+NODE_BENCH=$(cargo bench --profile ci --bench node --no-run --message-format=json |
+  python3 -c 'import json, sys
+exes = [m["executable"] for m in map(json.loads, sys.stdin)
+        if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "node"]
+print(exes[-1] if exes else "")')
+[ -x "$NODE_BENCH" ] || die "the bench driver (cargo bench --bench node) was not built"
 "$ROOT/hack/build-k8s.sh" kubelet
 DECKHAND_BIN="$(release_dir)/deckhand"
 SCHEDULER_BIN=${SCHEDULER_BIN:-$(release_dir)/deckhand-scheduler}
@@ -90,7 +98,7 @@ if [ "$(readlink "/proc/$(deckhand_pid)/exe" 2>/dev/null)" != "$DECKHAND_BIN" ];
     { tail -n 20 "$OUT/restart-deckhand.log" >&2; die "deckhand did not restart"; }
 fi
 trap 'go_kubelet_restore || true' EXIT
-driver() { cargo bench --profile ci --bench node -- "$@"; }
+driver() { "$NODE_BENCH" --bench "$@"; }
 
 {
   echo "host: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r)"

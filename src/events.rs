@@ -83,14 +83,6 @@ pub mod reason {
     pub const NODE_HAS_INSUFFICIENT_PID: &str = "NodeHasInsufficientPID";
 }
 
-/// What the recorder's handle sends to its publisher task.
-enum Message {
-    /// An event to publish.
-    Event(Pending),
-    /// The object with this UID is gone: its events can never repeat ([`forget_object`]).
-    Forget(String),
-}
-
 struct Pending {
     warning: bool,
     reason: String,
@@ -118,7 +110,10 @@ struct Seen {
 /// A cheap, cloneable handle that queues events for the background publisher.
 #[derive(Clone)]
 pub struct EventRecorder {
-    tx: mpsc::Sender<Message>,
+    tx: mpsc::Sender<Pending>,
+    /// UIDs of objects gone for good ([`EventRecorder::forget_object`]); apart from the event
+    /// queue, so that they never take the place of an event in it.
+    forget_tx: mpsc::UnboundedSender<String>,
 }
 
 struct Publisher {
@@ -223,11 +218,11 @@ fn aggregation_key(p: &Pending) -> String {
 }
 
 /// Drops what the aggregation remembers about the object `uid`, and gives the map's spare room
-/// back when it is mostly empty ([`crate::heap::shrink_sparse`]). A pod's events cannot repeat
-/// once its worker is gone (a UID is never reused), so this changes no event a user sees; it
-/// frees the pod's entries now rather than when 4096 others have pushed them out (client-go's
-/// LRU), which kept ~0.5 MB of small strings spread over the heap after 248 pods came and went
-/// (heaptrack, 2026-12-06).
+/// back when it is mostly empty ([`crate::heap::shrink_sparse`]). Only for an object that can
+/// have no more events (a pod deleted from the API server whose worker is done): this changes
+/// no event a user sees, and frees the pod's entries now rather than when 4096 others have
+/// pushed them out (client-go's LRU), which kept ~0.5 MB of small strings spread over the heap
+/// after 248 pods came and went (heaptrack, 2026-12-06).
 fn forget_object<V>(seen: &mut HashMap<String, V>, uid: &str) {
     if uid.is_empty() {
         return;
@@ -241,17 +236,24 @@ impl EventRecorder {
     /// kubelet, host: <node>}`, as the Go kubelet's). At most 1000 events wait; beyond that new
     /// events are dropped with a debug log line.
     pub fn start(client: kube::Client, node_name: &str) -> Self {
-        let (tx, mut rx) = mpsc::channel::<Message>(1000);
+        let (tx, mut rx) = mpsc::channel::<Pending>(1000);
+        let (forget_tx, mut forget_rx) = mpsc::unbounded_channel::<String>();
         let mut publisher = Publisher {
             client,
             node_name: node_name.to_string(),
             seen: HashMap::new(),
         };
         tokio::spawn(async move {
-            while let Some(m) = rx.recv().await {
-                let p = match m {
-                    Message::Event(p) => p,
-                    Message::Forget(uid) => {
+            loop {
+                // Events first: a UID is forgotten only once the events queued before it are
+                // published.
+                let p = tokio::select! {
+                    biased;
+                    p = rx.recv() => match p {
+                        Some(p) => p,
+                        None => return,
+                    },
+                    Some(uid) = forget_rx.recv() => {
                         forget_object(&mut publisher.seen, &uid);
                         continue;
                     }
@@ -266,17 +268,16 @@ impl EventRecorder {
                 }
             }
         });
-        Self { tx }
+        Self { tx, forget_tx }
     }
 
     /// A recorder that only logs (standalone mode: no API server to post events to; the Go
     /// kubelet's broadcaster then only logs them too, "No api server defined - no events will be
     /// sent to API server.").
     pub fn log_only() -> Self {
-        let (tx, mut rx) = mpsc::channel::<Message>(1000);
+        let (tx, mut rx) = mpsc::channel::<Pending>(1000);
         tokio::spawn(async move {
-            while let Some(m) = rx.recv().await {
-                let Message::Event(p) = m else { continue };
+            while let Some(p) = rx.recv().await {
                 tracing::info!(
                     object.kind = p.reference.kind.as_deref().unwrap_or(""),
                     object.namespace = p.reference.namespace.as_deref().unwrap_or(""),
@@ -288,13 +289,19 @@ impl EventRecorder {
                 );
             }
         });
-        Self { tx }
+        Self {
+            tx,
+            forget_tx: mpsc::unbounded_channel().0,
+        }
     }
 
     /// A recorder that drops everything (for tools and unit tests).
     pub fn disabled() -> Self {
         let (tx, _rx) = mpsc::channel(1);
-        Self { tx }
+        Self {
+            tx,
+            forget_tx: mpsc::unbounded_channel().0,
+        }
     }
 
     fn send(&self, warning: bool, reason: &str, message: String, reference: ObjectReference) {
@@ -304,16 +311,16 @@ impl EventRecorder {
             message: truncate(message, 1024),
             reference,
         };
-        if self.tx.try_send(Message::Event(p)).is_err() {
+        if self.tx.try_send(p).is_err() {
             tracing::debug!(reason, "event queue full or closed; event dropped");
         }
     }
 
-    /// The object with `uid` is gone for good (a pod whose worker was forgotten): what the
-    /// aggregation remembers about it is dropped ([`forget_object`]). Sent in order after the
-    /// object's last events; if the queue is full, the entries are pushed out later as before.
+    /// The object with `uid` can have no more events (a pod deleted from the API server whose
+    /// worker is done): what the aggregation remembers about it is dropped once the events
+    /// queued before this call are published ([`forget_object`]).
     pub fn forget_object(&self, uid: &str) {
-        let _ = self.tx.try_send(Message::Forget(uid.to_string()));
+        let _ = self.forget_tx.send(uid.to_string());
     }
 
     /// Records an event about a pod, or about one of its containers when `container` is given

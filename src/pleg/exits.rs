@@ -111,13 +111,15 @@ impl RecordedExits {
     /// [`ORPHAN_RECORD_TTL`].
     pub fn prune(&self, listed: impl Fn(&str) -> bool, exited: impl Fn(&str) -> bool) {
         let now = Instant::now();
-        self.inner.lock().unwrap().retain(|id, (_, at)| {
+        let mut g = self.inner.lock().unwrap();
+        g.retain(|id, (_, at)| {
             if listed(id) {
                 !exited(id)
             } else {
                 now.duration_since(*at) < ORPHAN_RECORD_TTL
             }
         });
+        crate::heap::shrink_sparse(&mut g);
     }
 
     /// How many records are held.

@@ -64,7 +64,9 @@ impl SyncedStates {
     /// Keeps only the pods `keep` says yes to (the relist drops pods the runtime no longer
     /// holds anything of, so the map stays as small as the runtime's pod count).
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
-        self.inner.lock().unwrap().retain(|uid, _| keep(uid));
+        let mut g = self.inner.lock().unwrap();
+        g.retain(|uid, _| keep(uid));
+        crate::heap::shrink_sparse(&mut g);
     }
 
     /// How many pods have a record.

@@ -73,8 +73,8 @@ pub fn sandbox_list_after(now: Instant, last_forgotten: Instant, force: bool) ->
 }
 
 /// How long pods must have been quiet before the heap is trimmed: no pod worker forgotten, no
-/// pod event from the sources (the watch echoes every status write, and every new worker comes
-/// from one) and no event from PLEG. The syncs a burst set off (sandboxes, containers, status
+/// pod event from the sources (the watch echoes every status write, and a pod's worker starts
+/// from one; an orphan's clean-up worker counts when it is forgotten) and no event from PLEG. The syncs a burst set off (sandboxes, containers, status
 /// writes) are then done allocating ([`should_trim_heap`]).
 pub const HEAP_TRIM_SETTLE: Duration = Duration::from_secs(20);
 

@@ -80,7 +80,7 @@ pub struct PodWorkers {
     pub(super) pod_manager: Option<super::manager::PodManager>,
     /// When each orphan was last cleaned up (the sweep retries a stubborn one slowly).
     pub(super) orphan_retry: super::housekeeping::OrphanRetry,
-    /// When the heap was last trimmed and pods last active.
+    /// When pods were first and last active since the last heap trim.
     pub(super) heap_trim: super::housekeeping::HeapTrimClock,
     /// When a worker was last forgotten: the orphan sweep needs a sandbox list taken after it
     /// ([`super::housekeeping::sandbox_list_after`]).
@@ -112,9 +112,11 @@ impl PodWorkers {
 
     /// Forgets the finished worker of `uid` and what was kept for its pod.
     pub(super) fn forget_worker(&mut self, uid: &str) {
-        if self.workers.remove(uid).is_some() {
+        if let Some(h) = self.workers.remove(uid) {
             crate::heap::shrink_sparse(&mut self.workers);
-            self.ctx.recorder.forget_object(uid);
+            if events_end_with_worker(&h.tx.borrow().pod) {
+                self.ctx.recorder.forget_object(uid);
+            }
             self.heap_trim.pod_activity(Instant::now());
             self.last_worker_forgotten = Instant::now();
         }
@@ -539,6 +541,16 @@ impl PodWorkers {
     }
 }
 
+/// Whether a pod can have no more events once its worker is forgotten, so the event recorder
+/// may drop what it aggregates for it ([`crate::events::EventRecorder::forget_object`]): a pod
+/// of the API server (a worker is forgotten only once its pod is removed, and a UID is never
+/// reused). Not an orphan the housekeeping found (no API object: a stubborn one gets a worker
+/// under the same UID every retry, whose repeated `FailedKillPod` must keep counting up on one
+/// Event), nor a static pod (its UID comes back with its manifest).
+fn events_end_with_worker(pod: &Pod) -> bool {
+    pod.metadata.resource_version.is_some() && !crate::source::file::is_static(pod)
+}
+
 /// A pod's stage for [`super::states::PodStates`]: deleted or removed pods are terminating,
 /// pods in phase Succeeded or Failed are terminal, the rest run.
 fn worker_state(pod: &Pod, removed: bool) -> super::states::WorkerState {
@@ -604,6 +616,34 @@ pub fn wakes_worker(old: &PodUpdate, new: &PodUpdate) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_an_api_pods_events_end_with_its_worker() {
+        // (pod, expected)
+        for (pod, want) in [
+            (
+                json!({"metadata": {"uid": "u", "resourceVersion": "7"}}),
+                true,
+            ),
+            // an orphan the housekeeping found: only what the sandbox's labels tell
+            (
+                json!({"metadata": {"uid": "u", "name": "p", "namespace": "ns"}}),
+                false,
+            ),
+            (
+                json!({"metadata": {"uid": "u", "annotations": {"kubernetes.io/config.source": "file"}}}),
+                false,
+            ),
+            (
+                json!({"metadata": {"uid": "u", "resourceVersion": "7",
+                                    "annotations": {"kubernetes.io/config.source": "api"}}}),
+                true,
+            ),
+        ] {
+            let p: Pod = serde_json::from_value(pod.clone()).unwrap();
+            assert_eq!(events_end_with_worker(&p), want, "{pod}");
+        }
+    }
 
     fn update(pod: serde_json::Value) -> PodUpdate {
         PodUpdate {

@@ -88,6 +88,9 @@ struct Pending {
     reason: String,
     message: String,
     reference: ObjectReference,
+    /// When the event was recorded: its timestamps and name come from this, not from when the
+    /// publisher gets to it (client-go's `makeEvent` stamps at record time too).
+    at: Timestamp,
 }
 
 /// How long an aggregated event keeps collecting repeats (client-go's correlator window, 10 min).
@@ -124,24 +127,20 @@ struct Publisher {
 
 impl Publisher {
     async fn publish(&mut self, p: Pending) {
-        let now = Timestamp::now();
+        let at = p.at;
         let key = aggregation_key(&p);
         if self.seen.len() >= MAX_REMEMBERED {
             self.seen
-                .retain(|_, s| now.as_second() - s.last.as_second() < AGGREGATION_WINDOW_SECONDS);
+                .retain(|_, s| at.as_second() - s.last.as_second() < AGGREGATION_WINDOW_SECONDS);
             if self.seen.len() >= MAX_REMEMBERED {
                 self.seen.clear();
             }
         }
-        if let Some(s) = self
-            .seen
-            .get_mut(&key)
-            .filter(|s| now.as_second() - s.first.as_second() < AGGREGATION_WINDOW_SECONDS)
-        {
+        if let Some(s) = self.seen.get_mut(&key).filter(|s| is_repeat(s, at)) {
             s.count += 1;
-            s.last = now;
+            s.last = at;
             let api: Api<Event> = Api::namespaced(self.client.clone(), &s.namespace);
-            let patch = serde_json::json!({ "count": s.count, "lastTimestamp": Time(crate::time::truncate(now).0) });
+            let patch = serde_json::json!({ "count": s.count, "lastTimestamp": Time(crate::time::truncate(at).0) });
             match api
                 .patch(&s.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -150,39 +149,10 @@ impl Publisher {
                 Err(e) => tracing::debug!(error = %e, "event update failed; creating a new event"),
             }
         }
-        let namespace = p
-            .reference
-            .namespace
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "default".into());
-        let name = format!(
-            "{}.{:x}",
-            p.reference.name.as_deref().unwrap_or("deckhand"),
-            now.as_nanosecond()
-        );
-        let ts = crate::time::truncate(now);
-        let ev = Event {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(namespace.clone()),
-                ..Default::default()
-            },
-            involved_object: p.reference,
-            reason: Some(p.reason.clone()),
-            message: Some(p.message),
-            type_: Some(if p.warning { "Warning" } else { "Normal" }.into()),
-            source: Some(EventSource {
-                component: Some("kubelet".into()),
-                host: Some(self.node_name.clone()),
-            }),
-            first_timestamp: Some(ts.clone()),
-            last_timestamp: Some(ts),
-            count: Some(1),
-            reporting_component: Some("kubelet".into()),
-            reporting_instance: Some(self.node_name.clone()),
-            ..Default::default()
-        };
+        let reason = p.reason.clone();
+        let ev = new_event(p, &self.node_name);
+        let name = ev.metadata.name.clone().unwrap_or_default();
+        let namespace = ev.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         match api.create(&PostParams::default(), &ev).await {
             Ok(_) => {
@@ -192,13 +162,59 @@ impl Publisher {
                         name,
                         namespace,
                         count: 1,
-                        first: now,
-                        last: now,
+                        first: at,
+                        last: at,
                     },
                 );
             }
-            Err(e) => tracing::debug!(reason = %p.reason, error = %e, "event not recorded"),
+            Err(e) => tracing::debug!(%reason, error = %e, "event not recorded"),
         }
+    }
+}
+
+/// Whether an event recorded at `at` is a repeat to count on the Event `s` rather than a new
+/// Event: within [`AGGREGATION_WINDOW_SECONDS`] of that Event's first occurrence.
+fn is_repeat(s: &Seen, at: Timestamp) -> bool {
+    at.as_second() - s.first.as_second() < AGGREGATION_WINDOW_SECONDS
+}
+
+/// The Event a first occurrence of `p` is posted as: named `<object>.<record time in hex
+/// nanoseconds>`, both timestamps the record time in whole seconds, `count: 1`, `source` the
+/// kubelet on `node_name` (client-go `tools/record` `makeEvent`; an object without a namespace,
+/// such as the node, has its events in `default`).
+fn new_event(p: Pending, node_name: &str) -> Event {
+    let namespace = p
+        .reference
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into());
+    let name = format!(
+        "{}.{:x}",
+        p.reference.name.as_deref().unwrap_or("deckhand"),
+        p.at.as_nanosecond()
+    );
+    let ts = crate::time::truncate(p.at);
+    Event {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(namespace),
+            ..Default::default()
+        },
+        involved_object: p.reference,
+        reason: Some(p.reason),
+        message: Some(p.message),
+        type_: Some(if p.warning { "Warning" } else { "Normal" }.into()),
+        source: Some(EventSource {
+            component: Some("kubelet".into()),
+            host: Some(node_name.to_string()),
+        }),
+        first_timestamp: Some(ts.clone()),
+        last_timestamp: Some(ts),
+        count: Some(1),
+        reporting_component: Some("kubelet".into()),
+        reporting_instance: Some(node_name.to_string()),
+        ..Default::default()
     }
 }
 
@@ -310,6 +326,7 @@ impl EventRecorder {
             reason: reason.to_string(),
             message: truncate(message, 1024),
             reference,
+            at: Timestamp::now(),
         };
         if self.tx.try_send(p).is_err() {
             tracing::debug!(reason, "event queue full or closed; event dropped");
@@ -405,6 +422,7 @@ mod tests {
                 name: Some("p".into()),
                 ..Default::default()
             },
+            at: Timestamp::UNIX_EPOCH,
         };
         let mut seen: HashMap<String, ()> = HashMap::new();
         for (uid, reason) in [
@@ -421,6 +439,55 @@ mod tests {
         assert_eq!(left, ["u10", "u2"]);
         forget_object(&mut seen, ""); // an object without a UID: nothing
         assert_eq!(seen.len(), 2);
+    }
+
+    #[test]
+    fn an_event_is_stamped_when_recorded_not_when_the_publisher_gets_to_it() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let recorder = EventRecorder {
+            tx,
+            forget_tx: mpsc::unbounded_channel().0,
+        };
+        let before = Timestamp::now();
+        recorder.node("n1", false, reason::STARTING, "Starting kubelet.".into());
+        let after = Timestamp::now();
+        let p = rx.try_recv().unwrap();
+        assert!(before <= p.at && p.at <= after, "{} not in [{before}, {after}]", p.at);
+
+        // however late it is published, the Event carries the record time
+        let at: Timestamp = "2026-12-06T20:00:00.5Z".parse().unwrap();
+        let ev = new_event(Pending { at, ..p }, "n1");
+        assert_eq!(
+            ev.metadata.name.as_deref(),
+            Some(format!("n1.{:x}", at.as_nanosecond()).as_str())
+        );
+        assert_eq!(ev.metadata.namespace.as_deref(), Some("default"));
+        let second = Time("2026-12-06T20:00:00Z".parse().unwrap());
+        assert_eq!(ev.first_timestamp, Some(second.clone()));
+        assert_eq!(ev.last_timestamp, Some(second));
+        assert_eq!(ev.count, Some(1));
+        assert_eq!(ev.type_.as_deref(), Some("Normal"));
+        let source = ev.source.unwrap();
+        assert_eq!(source.component.as_deref(), Some("kubelet"));
+        assert_eq!(source.host.as_deref(), Some("n1"));
+    }
+
+    #[test]
+    fn a_repeat_counts_on_the_same_event_for_ten_minutes_from_its_first() {
+        let first: Timestamp = "2026-12-06T20:00:00Z".parse().unwrap();
+        let seen = Seen {
+            name: "p.1".into(),
+            namespace: "ns".into(),
+            count: 3,
+            first,
+            last: first,
+        };
+        // (seconds after the first occurrence, counted on the same Event)
+        let cases = [(0, true), (1, true), (599, true), (600, false), (3600, false)];
+        for (after, want) in cases {
+            let at = first + std::time::Duration::from_secs(after);
+            assert_eq!(is_repeat(&seen, at), want, "{after} s after");
+        }
     }
 
     #[test]

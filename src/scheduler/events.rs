@@ -53,6 +53,9 @@ struct Pending {
     reason: &'static str,
     action: &'static str,
     note: String,
+    /// When the event was recorded: its `eventTime` and name come from this, not from when a
+    /// delivery task gets to it (client-go `tools/events` stamps in `Eventf`).
+    at: Timestamp,
 }
 
 #[derive(Clone)]
@@ -131,6 +134,7 @@ impl Recorder {
             reason,
             action,
             note: truncate_note(&note),
+            at: Timestamp::now(),
         };
         if self.tx.try_send(p).is_err() {
             tracing::debug!(reason, "event queue full; event dropped");
@@ -145,7 +149,7 @@ async fn deliver(
     seen: &Mutex<HashMap<String, Seen>>,
     p: Pending,
 ) {
-    let now = Timestamp::now();
+    let now = p.at;
     let namespace = p
         .regarding
         .namespace
@@ -186,28 +190,9 @@ async fn deliver(
             }
         }
     }
-    let name = format!(
-        "{}.{:x}",
-        p.regarding.name.as_deref().unwrap_or("pod"),
-        now.as_nanosecond()
-    );
-    let ev = Event {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(namespace.clone()),
-            ..Default::default()
-        },
-        event_time: Some(micro_time(now)),
-        series: None::<EventSeries>,
-        reporting_controller: Some(controller.to_string()),
-        reporting_instance: Some(instance.to_string()),
-        action: Some(p.action.to_string()),
-        reason: Some(p.reason.to_string()),
-        regarding: Some(p.regarding),
-        note: Some(p.note),
-        type_: Some(if p.warning { "Warning" } else { "Normal" }.into()),
-        ..Default::default()
-    };
+    let reason = p.reason;
+    let ev = new_event(p, controller, instance, &namespace);
+    let name = ev.metadata.name.clone().unwrap_or_default();
     match api.create(&PostParams::default(), &ev).await {
         Ok(_) => {
             seen.lock().unwrap().insert(
@@ -219,13 +204,72 @@ async fn deliver(
                 },
             );
         }
-        Err(e) => tracing::debug!(reason = p.reason, error = %e, "event not recorded"),
+        Err(e) => tracing::debug!(reason, error = %e, "event not recorded"),
+    }
+}
+
+/// The Event a first occurrence of `p` is posted as in `namespace`: named `<pod>.<record time
+/// in hex nanoseconds>`, `eventTime` the record time in microseconds, no series yet (client-go
+/// `tools/events` `generateEvent`).
+fn new_event(p: Pending, controller: &str, instance: &str, namespace: &str) -> Event {
+    let name = format!(
+        "{}.{:x}",
+        p.regarding.name.as_deref().unwrap_or("pod"),
+        p.at.as_nanosecond()
+    );
+    Event {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(namespace.to_string()),
+            ..Default::default()
+        },
+        event_time: Some(micro_time(p.at)),
+        series: None::<EventSeries>,
+        reporting_controller: Some(controller.to_string()),
+        reporting_instance: Some(instance.to_string()),
+        action: Some(p.action.to_string()),
+        reason: Some(p.reason.to_string()),
+        regarding: Some(p.regarding),
+        note: Some(p.note),
+        type_: Some(if p.warning { "Warning" } else { "Normal" }.into()),
+        ..Default::default()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_is_stamped_when_recorded_not_when_it_is_delivered() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let recorder = Recorder { tx };
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        }))
+        .unwrap();
+        let before = Timestamp::now();
+        recorder.pod(&pod, false, REASON_SCHEDULED, ACTION_BINDING, "assigned".into());
+        let after = Timestamp::now();
+        let p = rx.try_recv().unwrap();
+        assert!(before <= p.at && p.at <= after, "{} not in [{before}, {after}]", p.at);
+
+        // however late it is delivered, the Event carries the record time
+        let at: Timestamp = "2026-12-06T20:00:00.123456789Z".parse().unwrap();
+        let ev = new_event(Pending { at, ..p }, "sched", "sched-h", "ns");
+        assert_eq!(
+            ev.metadata.name.as_deref(),
+            Some(format!("p.{:x}", at.as_nanosecond()).as_str())
+        );
+        assert_eq!(
+            ev.event_time,
+            Some(MicroTime("2026-12-06T20:00:00.123456Z".parse().unwrap()))
+        );
+        assert_eq!(ev.reporting_controller.as_deref(), Some("sched"));
+        assert_eq!(ev.reporting_instance.as_deref(), Some("sched-h"));
+        assert_eq!(ev.action.as_deref(), Some(ACTION_BINDING));
+        assert!(ev.series.is_none());
+    }
 
     #[test]
     fn long_notes_are_cut_with_an_ellipsis() {

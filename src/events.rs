@@ -452,7 +452,11 @@ mod tests {
         recorder.node("n1", false, reason::STARTING, "Starting kubelet.".into());
         let after = Timestamp::now();
         let p = rx.try_recv().unwrap();
-        assert!(before <= p.at && p.at <= after, "{} not in [{before}, {after}]", p.at);
+        assert!(
+            before <= p.at && p.at <= after,
+            "{} not in [{before}, {after}]",
+            p.at
+        );
 
         // however late it is published, the Event carries the record time
         let at: Timestamp = "2026-12-06T20:00:00.5Z".parse().unwrap();
@@ -483,7 +487,13 @@ mod tests {
             last: first,
         };
         // (seconds after the first occurrence, counted on the same Event)
-        let cases = [(0, true), (1, true), (599, true), (600, false), (3600, false)];
+        let cases = [
+            (0, true),
+            (1, true),
+            (599, true),
+            (600, false),
+            (3600, false),
+        ];
         for (after, want) in cases {
             let at = first + std::time::Duration::from_secs(after);
             assert_eq!(is_repeat(&seen, at), want, "{after} s after");

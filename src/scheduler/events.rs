@@ -249,10 +249,20 @@ mod tests {
         }))
         .unwrap();
         let before = Timestamp::now();
-        recorder.pod(&pod, false, REASON_SCHEDULED, ACTION_BINDING, "assigned".into());
+        recorder.pod(
+            &pod,
+            false,
+            REASON_SCHEDULED,
+            ACTION_BINDING,
+            "assigned".into(),
+        );
         let after = Timestamp::now();
         let p = rx.try_recv().unwrap();
-        assert!(before <= p.at && p.at <= after, "{} not in [{before}, {after}]", p.at);
+        assert!(
+            before <= p.at && p.at <= after,
+            "{} not in [{before}, {after}]",
+            p.at
+        );
 
         // however late it is delivered, the Event carries the record time
         let at: Timestamp = "2026-12-06T20:00:00.123456789Z".parse().unwrap();

@@ -615,8 +615,7 @@ impl StatusManager {
         if let Some(s) = self.inner.last_written.lock().unwrap().get(uid) {
             return Some(s.clone());
         }
-        // One lock at a time: `reconcile_mirrors` takes `mirrors` before `last_written`.
-        let mirror = self.inner.mirrors.lock().unwrap().get(uid)?.0.clone();
+        let mirror = self.mirror_uid(uid)?;
         self.inner
             .last_written
             .lock()
@@ -625,19 +624,25 @@ impl StatusManager {
             .cloned()
     }
 
+    /// The UID of the mirror pod of the static pod `uid`, if it has one. Takes the `mirrors`
+    /// lock alone and releases it, so callers may take `last_written` afterwards without
+    /// holding both in the wrong order (`reconcile_mirrors` takes `mirrors` first).
+    fn mirror_uid(&self, uid: &str) -> Option<String> {
+        self.inner
+            .mirrors
+            .lock()
+            .unwrap()
+            .get(uid)
+            .map(|(m, _, _)| m.clone())
+    }
+
     /// Drops what is cached or queued for a pod that is gone.
     pub fn forget(&self, uid: &str) {
         use crate::heap::shrink_sparse;
         // `pending` is drained by every write batch: its size does not follow the pod count.
         self.inner.pending.lock().unwrap().remove(uid);
         self.inner.statics.lock().unwrap().remove(uid);
-        let mirror = self
-            .inner
-            .mirrors
-            .lock()
-            .unwrap()
-            .get(uid)
-            .map(|(m, _, _)| m.clone());
+        let mirror = self.mirror_uid(uid);
         let mut last_written = self.inner.last_written.lock().unwrap();
         let mut written_rv = self.inner.written_rv.lock().unwrap();
         for uid in std::iter::once(uid).chain(mirror.as_deref()) {

@@ -121,25 +121,65 @@ fn compress(log: &str) -> io::Result<()> {
     result
 }
 
+/// Why one container's log was not rotated.
+#[derive(Debug, thiserror::Error)]
+enum RotateError {
+    /// The runtime no longer knows the container: it was removed after the list was taken
+    /// (pods deleted in a burst). Nothing to rotate, and no fault.
+    #[error("the container is gone")]
+    ContainerGone,
+    /// A CRI call failed otherwise.
+    #[error("{op}: {source}")]
+    Runtime {
+        op: &'static str,
+        source: crate::cri::CriError,
+    },
+    /// A file operation on the log failed.
+    #[error("{op} {path}: {source}")]
+    File {
+        op: &'static str,
+        path: String,
+        source: io::Error,
+    },
+}
+
+impl RotateError {
+    /// Maps a CRI error: NotFound means the container is gone.
+    fn runtime(op: &'static str) -> impl FnOnce(crate::cri::CriError) -> Self {
+        move |source| {
+            if source.is_not_found() {
+                RotateError::ContainerGone
+            } else {
+                RotateError::Runtime { op, source }
+            }
+        }
+    }
+
+    fn file(op: &'static str, path: impl std::fmt::Display) -> impl FnOnce(io::Error) -> Self {
+        move |source| RotateError::File {
+            op,
+            path: path.to_string(),
+            source,
+        }
+    }
+}
+
 /// The log path of container `id` (`ContainerStatus.log_path`, empty when it has none), asked of
-/// the runtime once per container: it does not change while the container exists. None when
-/// the runtime no longer knows the container: it was removed after the list was taken (pods
-/// deleted in a burst), and there is nothing to rotate.
+/// the runtime once per container: it does not change while the container exists.
 async fn log_path(
     cri: &CriClient,
     id: &str,
     known: &mut HashMap<String, String>,
-) -> Result<Option<String>, String> {
+) -> Result<String, RotateError> {
     if let Some(p) = known.get(id) {
-        return Ok(Some(p.clone()));
+        return Ok(p.clone());
     }
-    let status = match cri.container_status(id).await {
-        Ok(s) => s,
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    };
+    let status = cri
+        .container_status(id)
+        .await
+        .map_err(RotateError::runtime("container status"))?;
     known.insert(id.to_string(), status.log_path.clone());
-    Ok(Some(status.log_path))
+    Ok(status.log_path)
 }
 
 /// Cleans up, compresses and rotates one container's log (at `log_path`) when it is too big.
@@ -148,7 +188,7 @@ async fn rotate_if_needed(
     id: &str,
     log_path: &str,
     policy: Policy,
-) -> Result<(), String> {
+) -> Result<(), RotateError> {
     if log_path.is_empty() {
         return Ok(());
     }
@@ -158,46 +198,45 @@ async fn rotate_if_needed(
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             // The live file is gone (a failed rotation): have the runtime create it again. Or
             // the container and its log were removed since the list (pods deleted in a burst):
-            // nothing to rotate.
-            return match cri.reopen_container_log(id).await {
-                Err(e) if !e.is_not_found() => Err(e.to_string()),
-                _ => Ok(()),
-            };
+            // the runtime says so.
+            return cri
+                .reopen_container_log(id)
+                .await
+                .map_err(RotateError::runtime("reopen container log"));
         }
-        Err(e) => return Err(format!("stat {}: {e}", log.display())),
+        Err(e) => return Err(RotateError::file("stat", log.display())(e)),
     };
     if size < policy.max_size {
         return Ok(());
     }
     let log2 = log.clone();
-    tokio::task::spawn_blocking(move || -> Result<(), String> {
-        let rotated = rotated_files(&log2).map_err(|e| e.to_string())?;
+    tokio::task::spawn_blocking(move || -> Result<(), RotateError> {
+        let rotated = rotated_files(&log2).map_err(RotateError::file(
+            "listing rotated files of",
+            log2.display(),
+        ))?;
         let p = plan(&rotated, policy.max_files);
         for l in p.remove_unused.iter().chain(&p.remove_excess) {
-            std::fs::remove_file(l).map_err(|e| format!("removing {l}: {e}"))?;
+            std::fs::remove_file(l).map_err(RotateError::file("removing", l))?;
         }
         for l in &p.compress {
-            compress(l).map_err(|e| format!("compressing {l}: {e}"))?;
+            compress(l).map_err(RotateError::file("compressing", l))?;
         }
         Ok(())
     })
     .await
-    .map_err(|e| e.to_string())??;
+    .map_err(|e| RotateError::file("rotating", log.display())(io::Error::other(e)))??;
     let stamp = chrono::Local::now().format(TIMESTAMP_FORMAT).to_string();
     let rotated = PathBuf::from(format!("{}.{stamp}", log.display()));
     tokio::fs::rename(&log, &rotated)
         .await
-        .map_err(|e| format!("rotating {}: {e}", log.display()))?;
-    match cri.reopen_container_log(id).await {
-        Err(e) if e.is_not_found() => {
-            tracing::debug!(container = %id, "log rotation: the container is gone");
-            return Ok(());
-        }
-        Err(e) => {
+        .map_err(RotateError::file("rotating", log.display()))?;
+    if let Err(e) = cri.reopen_container_log(id).await {
+        if !e.is_not_found() {
+            // the container still writes to the renamed file: give it its name back
             let _ = tokio::fs::rename(&rotated, &log).await;
-            return Err(format!("failed to reopen container log {id:?}: {e}"));
         }
-        Ok(()) => {}
+        return Err(RotateError::runtime("reopen container log")(e));
     }
     tracing::debug!(container = %id, log = %log.display(), size, "rotated container log");
     Ok(())
@@ -238,14 +277,14 @@ pub async fn run(cri: CriClient, policy: Policy, cancel: CancellationToken) {
                 return;
             }
             let result = match log_path(&cri, &c.id, &mut log_paths).await {
-                Ok(Some(path)) => rotate_if_needed(&cri, &c.id, &path, policy).await,
-                Ok(None) => {
-                    tracing::debug!(container = %c.id, "log rotation: the container is gone");
-                    continue;
-                }
+                Ok(path) => rotate_if_needed(&cri, &c.id, &path, policy).await,
                 Err(e) => Err(e),
             };
             if let Err(e) = result {
+                if matches!(e, RotateError::ContainerGone) {
+                    tracing::debug!(container = %c.id, "log rotation: the container is gone");
+                    continue;
+                }
                 if !cri.reachability().is_reachable() {
                     // The runtime is down (the list may predate the outage): the CRI client's
                     // reachability tracker says so once; the next tick tries again.
@@ -276,11 +315,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_container_removed_since_the_list_has_no_log_path_and_is_no_error() {
+    async fn a_container_removed_since_the_list_is_told_apart_from_a_failure() {
         let fake = crate::cri::fake::FakeRuntime::new();
         let cri = fake.client().await;
         let mut known = HashMap::new();
-        assert_eq!(log_path(&cri, "gone", &mut known).await, Ok(None));
+        assert!(matches!(
+            log_path(&cri, "gone", &mut known).await,
+            Err(RotateError::ContainerGone)
+        ));
         assert!(known.is_empty());
         // its path was asked before, and the container and its log went since
         // (no file is made: the path only has to be missing)
@@ -289,10 +331,10 @@ mod tests {
             max_size: 10,
             max_files: 2,
         };
-        assert_eq!(
+        assert!(matches!(
             rotate_if_needed(&cri, "gone", log.to_str().unwrap(), policy).await,
-            Ok(())
-        );
+            Err(RotateError::ContainerGone)
+        ));
     }
 
     #[test]

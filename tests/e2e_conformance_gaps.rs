@@ -64,11 +64,13 @@ async fn a_pod_whose_host_port_is_taken_is_rejected_by_the_kubelet() {
         "a rejected pod gets no sandbox"
     );
     assert_eq!(status_column(&ns.name, "second"), "NodePorts");
-    let events = event_lines(&ns.name, "involvedObject.name=second");
-    assert!(
-        events.contains("Warning NodePorts: Predicate NodePorts failed"),
-        "{events}"
-    );
+    // events are posted apart from the status, and may come after it
+    wait_event_containing(
+        &ns.name,
+        "second",
+        "Warning NodePorts: Predicate NodePorts failed",
+    )
+    .await;
 
     api.delete("holder", &Default::default()).await.unwrap();
     poll(

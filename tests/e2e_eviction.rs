@@ -208,13 +208,21 @@ async fn disk_pressure_evicts_a_best_effort_pod_and_refuses_new_pods() {
     assert_eq!(dt.status, "True");
     assert_eq!(dt.reason.as_deref(), Some("TerminationByKubelet"));
     // the node went into DiskPressure (it may already be clearing: 20 s transition period)
+    // events are posted apart from the status, and may come after it
     let events: Api<Event> = Api::namespaced(client.clone(), &ns.name);
-    let evs = events.list(&ListParams::default()).await.unwrap();
-    let ev = evs
-        .items
-        .iter()
-        .find(|e| e.reason.as_deref() == Some("Evicted"))
-        .expect("an Evicted event on the pod");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ev = loop {
+        let evs = events.list(&ListParams::default()).await.unwrap();
+        if let Some(ev) = evs
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("Evicted"))
+        {
+            break ev;
+        }
+        assert!(Instant::now() < deadline, "no Evicted event on the pod");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
     assert_eq!(ev.message.as_deref(), Some(msg.as_str()));
     // the node events: EvictionThresholdMet, and NodeHasDiskPressure once the node status

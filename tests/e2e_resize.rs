@@ -124,14 +124,14 @@ async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_waits_
         ("2500".into(), "25".into(), (40u64 << 20).to_string()),
         "the container's own cgroup"
     );
-    let events = event_lines(&ns.name, "involvedObject.name=r");
-    assert!(
-        events.contains(
-            "Normal ResizeStarted: Pod resize started: {\"containers\":[{\"name\":\"main\""
-        ),
-        "{events}"
-    );
-    assert!(events.contains("Normal ResizeCompleted"), "{events}");
+    // events are posted apart from the status, and may come after it
+    wait_event_containing(
+        &ns.name,
+        "r",
+        "Normal ResizeStarted: Pod resize started: {\"containers\":[{\"name\":\"main\"",
+    )
+    .await;
+    wait_event_containing(&ns.name, "r", "Normal ResizeCompleted").await;
 
     // fits the node but not next to another pod: deferred until that pod is gone (the API
     // server itself refuses a resize beyond the node's allocatable)
@@ -151,11 +151,7 @@ async fn a_running_pod_is_resized_in_place_and_a_resize_that_does_not_fit_waits_
         "{conds:?}"
     );
     assert_eq!(cgroup_values(&ns.name, "r").0, "2500", "unchanged");
-    let events = event_lines(&ns.name, "involvedObject.name=r");
-    assert!(
-        events.contains("Warning ResizeDeferred: Pod resize Deferred"),
-        "{events}"
-    );
+    wait_event_containing(&ns.name, "r", "Warning ResizeDeferred: Pod resize Deferred").await;
     // the holder goes: the pending resize is decided again and applied
     api.delete("holder", &Default::default()).await.unwrap();
     wait_pod(&api, "r", "the deferred resize applied", |p| {

@@ -721,3 +721,53 @@ async fn a_pod_past_its_active_deadline_is_stopped_and_failed() {
     assert_eq!(st["observedGeneration"], 2, "{st}");
     h.stop().await;
 }
+
+/// The image's status is read once per container start, and its user decides `runAsNonRoot`
+/// from that read (the Go kubelet reads it twice: `EnsureImageExists`, then `getImageUser`). A
+/// pulled image is read once more after the pull, for the `Pulled` event's size; that read
+/// gives the user too.
+#[tokio::test(start_paused = true)]
+async fn the_image_status_is_read_once_per_start_and_gives_run_as_non_root_its_user() {
+    let h = Harness::start(fake_runtime()).await;
+    h.runtime.add_image("busybox:1.36");
+    h.runtime.add_image_with_uid("app:1", 1000);
+    let non_root = |name: &str, image: &str| {
+        pod(
+            name,
+            "Always",
+            json!({"containers": [{"name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
+                                   "command": ["sleep", "3600"],
+                                   "securityContext": {"runAsNonRoot": true}}]}),
+        )
+    };
+    // the image runs as uid 1000: it starts, after one ImageStatus
+    h.apply(&non_root("user", "app:1")).await;
+    h.status_in_phase("user", "Running", Duration::from_secs(10))
+        .await;
+    assert_eq!(h.runtime.count("ImageStatus"), 1, "{:?}", h.runtime.calls());
+    // busybox runs as root: refused, as the Go kubelet words it
+    h.apply(&non_root("root", "busybox:1.36")).await;
+    let (_, message) = eventually(Duration::from_secs(5), "CreateContainerConfigError", || {
+        h.waiting("root", "main")
+            .filter(|(r, _)| r == "CreateContainerConfigError")
+    })
+    .await;
+    assert_eq!(
+        message,
+        "container has runAsNonRoot and image will run as root (pod: \"root_ns(uid-root)\", container: main)"
+    );
+    assert_eq!(h.runtime.count("ImageStatus"), 2, "{:?}", h.runtime.calls());
+    // pulled: once before the pull, once after it (for the size), none for the user
+    h.apply(&pod(
+        "pulled",
+        "Always",
+        json!({"containers": [{"name": "main", "image": "new:1",
+        "imagePullPolicy": "IfNotPresent", "command": ["sleep", "3600"]}]}),
+    ))
+    .await;
+    h.status_in_phase("pulled", "Running", Duration::from_secs(10))
+        .await;
+    assert_eq!(h.runtime.count("PullImage"), 1);
+    assert_eq!(h.runtime.count("ImageStatus"), 4, "{:?}", h.runtime.calls());
+    h.stop().await;
+}

@@ -132,15 +132,19 @@ fn runtime_error(
     Waiting::new(why, e.desc())
 }
 
-/// The image's user, for `runAsNonRoot` (k/k `getImageUser`).
-async fn image_user(ctx: &SyncContext, image_ref: &str) -> spec::ImageUser {
-    match ctx.cri.image_status(image_ref).await {
-        Ok(Some(img)) => match (img.uid, img.username.as_str()) {
-            (Some(u), _) => spec::ImageUser::Uid(u.value),
-            (None, "") => spec::ImageUser::Root,
-            (None, n) => spec::ImageUser::Name(n.to_string()),
-        },
-        _ => spec::ImageUser::Root,
+/// The image's user, for `runAsNonRoot` (k/k `getImageUser`): known from the image step, else
+/// asked of the runtime.
+async fn image_user(ctx: &SyncContext, image: super::image::EnsuredImage) -> spec::ImageUser {
+    match image.user {
+        Some(user) => user,
+        None => spec::ImageUser::of(
+            ctx.cri
+                .image_status(&image.image_ref)
+                .await
+                .ok()
+                .flatten()
+                .as_ref(),
+        ),
     }
 }
 
@@ -178,9 +182,10 @@ pub async fn start_container(
         // image volumes first, then the container's own image (k/k SyncPod's `start`)
         let images =
             super::image_volume::container_image_volumes(ctx, pod, c, target.image_volumes)?;
-        let image_ref =
+        let ensured =
             super::image::ensure_image(ctx, pod, c, target.sandbox_config, image_backoff, previous)
                 .await?;
+        let image_ref = ensured.image_ref.clone();
         let pid_target_id = match pid_target {
             PidTarget::None => None,
             PidTarget::Container(id) => Some(id.clone()),
@@ -188,7 +193,7 @@ pub async fn start_container(
                 return Err(config_error(ctx, pod, name, PidTarget::missing_message(t)));
             }
         };
-        let image_user = image_user(ctx, &image_ref).await;
+        let image_user = image_user(ctx, ensured).await;
         let host_ip = ctx.node_ips.first().cloned().unwrap_or_default();
         let env_result = match env_sources(ctx, pod, c).await {
             Ok(src) => crate::pod::envvars::make_environment(pod, c, target.pod_ip, &host_ip, &src)

@@ -8,6 +8,7 @@ use crate::backoff::Backoff;
 use crate::events::reason;
 use crate::image::{self, PullDecision, PullPolicy};
 use crate::pod::actions::{Waiting, WaitingReason};
+use crate::pod::spec::ImageUser;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::Api;
 use tokio::time::Instant;
@@ -78,6 +79,17 @@ pub struct ImageRequest<'a> {
     pub pull_policy: Option<&'a str>,
 }
 
+/// An image made sure of ([`ensure_image_ref`]): the reference to create the container with,
+/// and the image's user when the image's status was read on the way (the Go kubelet asks the
+/// runtime again for it, `getImageUser`; this saves that call on every container start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnsuredImage {
+    /// The image reference (the image ID when it was present, else what the pull returned).
+    pub image_ref: String,
+    /// The image's user, when its status is known ([`crate::pod::spec::ImageUser::of`]).
+    pub user: Option<crate::pod::spec::ImageUser>,
+}
+
 /// The Go kubelet's `EnsureImageExists` for container `c` ([`ensure_image_ref`] with its image
 /// and `imagePullPolicy`).
 pub async fn ensure_image(
@@ -87,7 +99,7 @@ pub async fn ensure_image(
     sandbox_config: &crate::cri::api::PodSandboxConfig,
     image_backoff: &mut Backoff,
     previous: Option<&Waiting>,
-) -> Result<String, Waiting> {
+) -> Result<EnsuredImage, Waiting> {
     let requested = c.image.clone().unwrap_or_default();
     let req = ImageRequest {
         container: Some(&c.name),
@@ -98,9 +110,9 @@ pub async fn ensure_image(
 }
 
 /// The Go kubelet's `EnsureImageExists`: returns the image reference to create the container
-/// (or mount the image volume) with, or the waiting state (`InvalidImageName`,
-/// `ImageInspectError`, `ErrImageNeverPull`, `ImagePullBackOff`, `ErrImagePull`, or a pull
-/// secret's error). `image_backoff` is the worker's pull back-off table; `previous` the
+/// (or mount the image volume) with and, when known, the image's user, or the waiting state
+/// (`InvalidImageName`, `ImageInspectError`, `ErrImageNeverPull`, `ImagePullBackOff`,
+/// `ErrImagePull`, or a pull secret's error). `image_backoff` is the worker's pull back-off table; `previous` the
 /// container's last waiting state.
 pub async fn ensure_image_ref(
     ctx: &SyncContext,
@@ -109,7 +121,7 @@ pub async fn ensure_image_ref(
     sandbox_config: &crate::cri::api::PodSandboxConfig,
     image_backoff: &mut Backoff,
     previous: Option<&Waiting>,
-) -> Result<String, Waiting> {
+) -> Result<EnsuredImage, Waiting> {
     let requested = req.requested.to_string();
     let name = req.container;
     let event = |warning: bool, why: &str, msg: String| {
@@ -151,7 +163,10 @@ pub async fn ensure_image_ref(
                 reason::PULLED,
                 format!("Container image {requested:?} already present on machine"),
             );
-            return Ok(present.map(|i| i.id).unwrap_or(image));
+            return Ok(EnsuredImage {
+                user: present.as_ref().map(|i| ImageUser::of(Some(i))),
+                image_ref: present.map(|i| i.id).unwrap_or(image),
+            });
         }
         PullStep::NeverPullMissing(w) => {
             event(true, reason::ERR_IMAGE_NEVER_PULL, w.message.clone());
@@ -191,14 +206,8 @@ pub async fn ensure_image_ref(
             latency.record_image_finished_pulling(uid, std::time::SystemTime::now());
             let pull = crate::time::truncate_ms(pull_started.elapsed());
             let total = crate::time::truncate_ms(waiting_started.elapsed());
-            let size = ctx
-                .cri
-                .image_status(&image_ref)
-                .await
-                .ok()
-                .flatten()
-                .map(|i| i.size)
-                .unwrap_or(0);
+            let pulled = ctx.cri.image_status(&image_ref).await.ok().flatten();
+            let size = pulled.as_ref().map(|i| i.size).unwrap_or(0);
             event(
                 false,
                 reason::PULLED,
@@ -209,7 +218,10 @@ pub async fn ensure_image_ref(
                 ),
             );
             image_backoff.gc(ctx.clock.now());
-            Ok(image_ref)
+            Ok(EnsuredImage {
+                user: pulled.as_ref().map(|i| ImageUser::of(Some(i))),
+                image_ref,
+            })
         }
         Err(msg) => {
             event(

@@ -82,8 +82,8 @@ pub async fn ensure_image_volumes(
             super::image::ensure_image_ref(ctx, pod, &req, sandbox_config, image_backoff, previous)
                 .instrument(span)
                 .await
-                .map(|image_ref| api::ImageSpec {
-                    image: image_ref,
+                .map(|ensured| api::ImageSpec {
+                    image: ensured.image_ref,
                     user_specified_image: reference.clone(),
                     annotations: pod
                         .metadata

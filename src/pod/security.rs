@@ -20,6 +20,22 @@ pub enum ImageUser {
     Name(String),
 }
 
+impl ImageUser {
+    /// The user of `image` as CRI ImageStatus describes it: its numeric uid when it has one,
+    /// else its user name, else root (k/k `getImageUser`; an image that cannot be inspected
+    /// is taken as root here too).
+    pub fn of(image: Option<&api::Image>) -> Self {
+        match image {
+            Some(img) => match (&img.uid, img.username.as_str()) {
+                (Some(u), _) => ImageUser::Uid(u.value),
+                (None, "") => ImageUser::Root,
+                (None, n) => ImageUser::Name(n.to_string()),
+            },
+            None => ImageUser::Root,
+        }
+    }
+}
+
 /// Refuses a container whose effective `runAsNonRoot` cannot hold (k/k
 /// `kuberuntime/security_context_others.go` verifyRunAsNonRoot), with the Go kubelet's messages.
 pub fn verify_run_as_non_root(
@@ -121,6 +137,29 @@ mod tests {
     use super::*;
     use crate::pod::spec::tests::pod_with;
     use crate::pod::spec::{container_config, ContainerRuntimeInputs};
+
+    #[test]
+    fn the_image_user_is_its_uid_else_its_name_else_root() {
+        let image = |uid: Option<i64>, name: &str| api::Image {
+            uid: uid.map(|value| api::Int64Value { value }),
+            username: name.into(),
+            ..Default::default()
+        };
+        // (image, its user)
+        let cases = [
+            (Some(image(Some(1000), "")), ImageUser::Uid(1000)),
+            (Some(image(Some(0), "root")), ImageUser::Uid(0)),
+            (
+                Some(image(None, "nobody")),
+                ImageUser::Name("nobody".into()),
+            ),
+            (Some(image(None, "")), ImageUser::Root),
+            (None, ImageUser::Root),
+        ];
+        for (img, want) in cases {
+            assert_eq!(ImageUser::of(img.as_ref()), want, "{img:?}");
+        }
+    }
 
     #[test]
     fn run_as_non_root_is_verified_against_the_image_user() {

@@ -163,6 +163,16 @@ impl FakeRuntime {
         });
     }
 
+    /// Makes image `name` present with numeric user `uid` in its config (`USER 1000`).
+    pub fn add_image_with_uid(&self, name: &str, uid: i64) {
+        self.add_image(name);
+        self.with(|s| {
+            if let Some(i) = s.images.get_mut(name) {
+                i.uid = Some(api::Int64Value { value: uid });
+            }
+        });
+    }
+
     /// The running container `id` exits with `code` now (the process ended by itself).
     pub fn exit(&self, id: &str, code: i32) {
         let now = self.now_nanos();

@@ -91,8 +91,6 @@ struct Pending {
     /// When the event was recorded: its timestamps and name come from this, not from when the
     /// publisher gets to it (client-go's `makeEvent` stamps at record time too).
     at: Timestamp,
-    /// The same moment on tokio's clock, for [`EVENT_YIELD_MAX`].
-    queued: tokio::time::Instant,
 }
 
 /// How long an aggregated event keeps collecting repeats (client-go's correlator window, 10 min).
@@ -100,15 +98,6 @@ const AGGREGATION_WINDOW_SECONDS: i64 = 600;
 /// Deadline of publishing one event (create or count update), in the spirit of client-go's
 /// event broadcaster, which never blocks its callers on the API server.
 pub const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// How long an event waits at most, from when it was recorded, for the status manager to have
-/// nothing to write before it is posted anyway ([`yield_to_status_writes`]).
-///
-/// The Go kubelet posts events as they come. deckhand lets the pod statuses go first: in a
-/// burst of pod starts on a small node the API server's and etcd's CPU is shared with
-/// containerd, and every event posted during the burst slows the starts users are waiting for.
-/// What a user sees of an event does not change (its timestamps and name are its record time);
-/// it shows up in `kubectl get events` up to this much later while statuses are being written.
-pub const EVENT_YIELD_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 /// How many distinct events are remembered for aggregation.
 const MAX_REMEMBERED: usize = 4096;
 
@@ -229,29 +218,6 @@ fn new_event(p: Pending, node_name: &str) -> Event {
     }
 }
 
-/// How much longer an event queued `waited` ago may wait before it is posted: nothing when the
-/// status manager is idle (`status_busy` false), else what is left of [`EVENT_YIELD_MAX`].
-fn yield_left(waited: std::time::Duration, status_busy: bool) -> std::time::Duration {
-    if status_busy {
-        EVENT_YIELD_MAX.saturating_sub(waited)
-    } else {
-        std::time::Duration::ZERO
-    }
-}
-
-/// Waits until the status manager has nothing to write (`busy` shows `false`) or the event
-/// queued at `queued` has waited [`EVENT_YIELD_MAX`] ([`yield_left`]), whichever comes first.
-async fn yield_to_status_writes(
-    busy: &mut tokio::sync::watch::Receiver<bool>,
-    queued: tokio::time::Instant,
-) {
-    let left = yield_left(queued.elapsed(), *busy.borrow());
-    if left.is_zero() {
-        return;
-    }
-    let _ = tokio::time::timeout(left, busy.wait_for(|b| !*b)).await;
-}
-
 /// The key under which repeats of an event are aggregated: the involved object (UID first, for
 /// [`forget_object`]), field path, type, reason and message (client-go's `getEventKey`).
 fn aggregation_key(p: &Pending) -> String {
@@ -284,14 +250,8 @@ fn forget_object<V>(seen: &mut HashMap<String, V>, uid: &str) {
 impl EventRecorder {
     /// Starts the publisher task for node `node_name` (events carry `source: {component:
     /// kubelet, host: <node>}`, as the Go kubelet's). At most 1000 events wait; beyond that new
-    /// events are dropped with a debug log line. Each event waits, for at most
-    /// [`EVENT_YIELD_MAX`] from when it was recorded, until `status_busy` (the status manager's
-    /// [`crate::status::StatusManager::busy`]) shows `false`.
-    pub fn start(
-        client: kube::Client,
-        node_name: &str,
-        mut status_busy: tokio::sync::watch::Receiver<bool>,
-    ) -> Self {
+    /// events are dropped with a debug log line.
+    pub fn start(client: kube::Client, node_name: &str) -> Self {
         let (tx, mut rx) = mpsc::channel::<Pending>(1000);
         let (forget_tx, mut forget_rx) = mpsc::unbounded_channel::<String>();
         let mut publisher = Publisher {
@@ -314,7 +274,6 @@ impl EventRecorder {
                         continue;
                     }
                 };
-                yield_to_status_writes(&mut status_busy, p.queued).await;
                 // a deadline, so a server that stops answering cannot stall the publisher
                 // (events recorded meanwhile are dropped when the queue is full)
                 if tokio::time::timeout(PUBLISH_TIMEOUT, publisher.publish(p))
@@ -368,7 +327,6 @@ impl EventRecorder {
             message: truncate(message, 1024),
             reference,
             at: Timestamp::now(),
-            queued: tokio::time::Instant::now(),
         };
         if self.tx.try_send(p).is_err() {
             tracing::debug!(reason, "event queue full or closed; event dropped");
@@ -465,7 +423,6 @@ mod tests {
                 ..Default::default()
             },
             at: Timestamp::UNIX_EPOCH,
-            queued: tokio::time::Instant::now(),
         };
         let mut seen: HashMap<String, ()> = HashMap::new();
         for (uid, reason) in [
@@ -517,47 +474,6 @@ mod tests {
         let source = ev.source.unwrap();
         assert_eq!(source.component.as_deref(), Some("kubelet"));
         assert_eq!(source.host.as_deref(), Some("n1"));
-    }
-
-    #[test]
-    fn an_event_waits_for_the_status_writes_two_seconds_at_most() {
-        let s = std::time::Duration::from_millis;
-        // (waited since recorded, status manager busy, may wait this much longer)
-        let cases = [
-            (s(0), false, s(0)),
-            (s(1500), false, s(0)),
-            (s(0), true, s(2000)),
-            (s(1500), true, s(500)),
-            (s(2000), true, s(0)),
-            (s(9000), true, s(0)),
-        ];
-        for (waited, busy, want) in cases {
-            assert_eq!(yield_left(waited, busy), want, "{waited:?} busy={busy}");
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_event_goes_out_when_the_status_writes_are_done_or_after_two_seconds() {
-        use tokio::time::{Duration, Instant};
-        let (busy_tx, mut busy) = tokio::sync::watch::channel(true);
-        // busy throughout: it waits out EVENT_YIELD_MAX from when it was queued
-        let queued = Instant::now() - Duration::from_millis(500);
-        let t0 = Instant::now();
-        yield_to_status_writes(&mut busy, queued).await;
-        assert_eq!(t0.elapsed(), Duration::from_millis(1500));
-        // the writes end 300 ms in: it goes out then
-        let t0 = Instant::now();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            busy_tx.send(false).unwrap();
-            tokio::time::sleep(Duration::from_secs(60)).await; // keep the sender
-        });
-        yield_to_status_writes(&mut busy, Instant::now()).await;
-        assert_eq!(t0.elapsed(), Duration::from_millis(300));
-        // idle: at once
-        let t0 = Instant::now();
-        yield_to_status_writes(&mut busy, Instant::now()).await;
-        assert_eq!(t0.elapsed(), Duration::ZERO);
     }
 
     #[test]

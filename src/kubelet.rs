@@ -227,16 +227,10 @@ impl Kubelet {
 
         let eviction_thresholds = kubelet.eviction_thresholds().step("--eviction-hard")?;
         let cancel = CancellationToken::new();
-        // the status manager's writer task is started with the pod workers, below
-        let status_manager = if standalone {
-            StatusManager::standalone()
-        } else {
-            StatusManager::new(client.clone())
-        };
         let recorder = if standalone {
             EventRecorder::log_only()
         } else {
-            EventRecorder::start(client.clone(), &node_name, status_manager.busy())
+            EventRecorder::start(client.clone(), &node_name)
         };
         // The eviction manager: built before the node agent (pressure conditions) and the pod
         // workers (admission, eviction), started once they run.
@@ -380,7 +374,11 @@ impl Kubelet {
         let ctx = Arc::new(SyncContext {
             client: client.clone(),
             cri: cri.clone(),
-            status: status_manager,
+            status: if standalone {
+                StatusManager::standalone()
+            } else {
+                StatusManager::new(client.clone())
+            },
             recorder: recorder.clone(),
             node_name: node_name.clone(),
             node_ips: node_ip_strings.clone(),

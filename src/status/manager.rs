@@ -64,8 +64,6 @@ struct Inner {
     /// Statuses not written yet, by pod UID: the newest wins.
     pending: Mutex<HashMap<String, (Pod, PodStatus)>>,
     wake: tokio::sync::Notify,
-    /// True while statuses are queued or being written ([`StatusManager::busy`]).
-    busy: tokio::sync::watch::Sender<bool>,
     /// Held around every API write, so the writer task and [`StatusManager::set_pod_status`]
     /// never send two statuses of one pod out of order.
     writing: tokio::sync::Mutex<()>,
@@ -292,7 +290,6 @@ impl StatusManager {
                 statics: Mutex::new(HashMap::new()),
                 pending: Mutex::new(HashMap::new()),
                 wake: tokio::sync::Notify::new(),
-                busy: tokio::sync::watch::Sender::new(false),
                 writing: tokio::sync::Mutex::new(()),
             }),
         }
@@ -330,21 +327,7 @@ impl StatusManager {
             .lock()
             .unwrap()
             .insert(crate::pod::uid(pod).to_string(), (pod.clone(), status));
-        self.set_busy(true);
         self.inner.wake.notify_one();
-    }
-
-    /// Whether statuses are queued or being written, as it changes. The event publisher waits
-    /// for `false` before posting, for a while ([`crate::events::EVENT_YIELD_MAX`]): in a burst
-    /// of pod starts the API server's CPU goes to the statuses users wait for first.
-    pub fn busy(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.inner.busy.subscribe()
-    }
-
-    fn set_busy(&self, busy: bool) {
-        self.inner
-            .busy
-            .send_if_modified(|b| std::mem::replace(b, busy) != busy);
     }
 
     /// `status` with [`carry_over`] applied from the newest status known for the pod: queued,
@@ -388,9 +371,6 @@ impl StatusManager {
                 let _w = self.inner.writing.lock().await;
                 let batch: Vec<(String, (Pod, PodStatus))> =
                     self.inner.pending.lock().unwrap().drain().collect();
-                if !batch.is_empty() {
-                    self.set_busy(true);
-                }
                 // Up to WRITE_CONCURRENCY writes at once (each pod is once in the batch); after
                 // a failure no further write of the batch is started.
                 let stop = AtomicBool::new(false);
@@ -435,8 +415,6 @@ impl StatusManager {
             };
             if failed > 0 {
                 failing = true;
-                // nothing is being written while the writer waits to retry
-                self.set_busy(false);
                 tokio::select! {
                     _ = cancel.cancelled() => return,
                     _ = tokio::time::sleep(retry) => {}
@@ -450,12 +428,6 @@ impl StatusManager {
             }
             retry = WRITE_RETRY_INITIAL;
             if self.pending_len() > 0 {
-                continue;
-            }
-            self.set_busy(false);
-            if self.pending_len() > 0 {
-                // queued between the check and the flag
-                self.set_busy(true);
                 continue;
             }
             tokio::select! {

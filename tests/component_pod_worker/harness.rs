@@ -233,12 +233,11 @@ impl Harness {
             let c = cancel.clone();
             tokio::spawn(async move { status.run(c).await });
         }
-        let recorder = deckhand::events::EventRecorder::start(client.clone(), NODE, status.busy());
         let ctx = Arc::new(SyncContext {
             client: client.clone(),
             cri: runtime.client().await,
             status,
-            recorder,
+            recorder: deckhand::events::EventRecorder::start(client.clone(), NODE),
             node_name: NODE.into(),
             node_ips: vec!["10.250.0.1".into()],
             root_dir: dir.join("root"),

@@ -112,8 +112,8 @@ pub async fn ensure_image(
 /// The Go kubelet's `EnsureImageExists`: returns the image reference to create the container
 /// (or mount the image volume) with and, when known, the image's user, or the waiting state
 /// (`InvalidImageName`, `ImageInspectError`, `ErrImageNeverPull`, `ImagePullBackOff`,
-/// `ErrImagePull`, or a pull secret's error). `image_backoff` is the worker's pull back-off table; `previous` the
-/// container's last waiting state.
+/// `ErrImagePull`, or a pull secret's error). `image_backoff` is the worker's pull back-off
+/// table; `previous` the container's last waiting state.
 pub async fn ensure_image_ref(
     ctx: &SyncContext,
     pod: &Pod,

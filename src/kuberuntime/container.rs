@@ -132,20 +132,11 @@ fn runtime_error(
     Waiting::new(why, e.desc())
 }
 
-/// The image's user, for `runAsNonRoot` (k/k `getImageUser`): known from the image step, else
-/// asked of the runtime.
-async fn image_user(ctx: &SyncContext, image: super::image::EnsuredImage) -> spec::ImageUser {
-    match image.user {
-        Some(user) => user,
-        None => spec::ImageUser::of(
-            ctx.cri
-                .image_status(&image.image_ref)
-                .await
-                .ok()
-                .flatten()
-                .as_ref(),
-        ),
-    }
+/// The user of image `image_ref`, for `runAsNonRoot` (k/k `getImageUser`), asked of the runtime
+/// when the image step did not learn it; an image that cannot be inspected runs as root.
+async fn ask_image_user(ctx: &SyncContext, image_ref: &str) -> spec::ImageUser {
+    let status = ctx.cri.image_status(image_ref).await.ok().flatten();
+    status.as_ref().map(spec::ImageUser::of).unwrap_or_default()
 }
 
 /// Ensures the image, then creates and starts instance `attempt` of container `name`, with the
@@ -182,10 +173,9 @@ pub async fn start_container(
         // image volumes first, then the container's own image (k/k SyncPod's `start`)
         let images =
             super::image_volume::container_image_volumes(ctx, pod, c, target.image_volumes)?;
-        let ensured =
+        let super::image::EnsuredImage { image_ref, user } =
             super::image::ensure_image(ctx, pod, c, target.sandbox_config, image_backoff, previous)
                 .await?;
-        let image_ref = ensured.image_ref.clone();
         let pid_target_id = match pid_target {
             PidTarget::None => None,
             PidTarget::Container(id) => Some(id.clone()),
@@ -193,7 +183,10 @@ pub async fn start_container(
                 return Err(config_error(ctx, pod, name, PidTarget::missing_message(t)));
             }
         };
-        let image_user = image_user(ctx, ensured).await;
+        let image_user = match user {
+            Some(user) => user,
+            None => ask_image_user(ctx, &image_ref).await,
+        };
         let host_ip = ctx.node_ips.first().cloned().unwrap_or_default();
         let env_result = match env_sources(ctx, pod, c).await {
             Ok(src) => crate::pod::envvars::make_environment(pod, c, target.pod_ip, &host_ip, &src)

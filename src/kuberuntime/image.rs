@@ -164,7 +164,7 @@ pub async fn ensure_image_ref(
                 format!("Container image {requested:?} already present on machine"),
             );
             return Ok(EnsuredImage {
-                user: present.as_ref().map(|i| ImageUser::of(Some(i))),
+                user: present.as_ref().map(ImageUser::of),
                 image_ref: present.map(|i| i.id).unwrap_or(image),
             });
         }
@@ -219,7 +219,7 @@ pub async fn ensure_image_ref(
             );
             image_backoff.gc(ctx.clock.now());
             Ok(EnsuredImage {
-                user: pulled.as_ref().map(|i| ImageUser::of(Some(i))),
+                user: pulled.as_ref().map(ImageUser::of),
                 image_ref,
             })
         }

@@ -22,16 +22,13 @@ pub enum ImageUser {
 
 impl ImageUser {
     /// The user of `image` as CRI ImageStatus describes it: its numeric uid when it has one,
-    /// else its user name, else root (k/k `getImageUser`; an image that cannot be inspected
-    /// is taken as root here too).
-    pub fn of(image: Option<&api::Image>) -> Self {
-        match image {
-            Some(img) => match (&img.uid, img.username.as_str()) {
-                (Some(u), _) => ImageUser::Uid(u.value),
-                (None, "") => ImageUser::Root,
-                (None, n) => ImageUser::Name(n.to_string()),
-            },
-            None => ImageUser::Root,
+    /// else its user name, else root (k/k `getImageUser`). An image that cannot be inspected
+    /// is taken as root, as in Go: that is [`ImageUser::default`].
+    pub fn of(image: &api::Image) -> Self {
+        match (&image.uid, image.username.as_str()) {
+            (Some(u), _) => ImageUser::Uid(u.value),
+            (None, "") => ImageUser::Root,
+            (None, n) => ImageUser::Name(n.to_string()),
         }
     }
 }
@@ -157,7 +154,8 @@ mod tests {
             (None, ImageUser::Root),
         ];
         for (img, want) in cases {
-            assert_eq!(ImageUser::of(img.as_ref()), want, "{img:?}");
+            let got = img.as_ref().map(ImageUser::of).unwrap_or_default();
+            assert_eq!(got, want, "{img:?}");
         }
     }
 

@@ -141,6 +141,13 @@ enum RotateError {
         path: String,
         source: io::Error,
     },
+    /// The blocking task that cleans up and compresses the rotated files panicked or was
+    /// cancelled.
+    #[error("the rotation task of {path} failed: {source}")]
+    Task {
+        path: String,
+        source: tokio::task::JoinError,
+    },
 }
 
 impl RotateError {
@@ -225,7 +232,10 @@ async fn rotate_if_needed(
         Ok(())
     })
     .await
-    .map_err(|e| RotateError::file("rotating", log.display())(io::Error::other(e)))??;
+    .map_err(|source| RotateError::Task {
+        path: log.display().to_string(),
+        source,
+    })??;
     let stamp = chrono::Local::now().format(TIMESTAMP_FORMAT).to_string();
     let rotated = PathBuf::from(format!("{}.{stamp}", log.display()));
     tokio::fs::rename(&log, &rotated)
@@ -276,10 +286,11 @@ pub async fn run(cri: CriClient, policy: Policy, cancel: CancellationToken) {
             if cancel.is_cancelled() {
                 return;
             }
-            let result = match log_path(&cri, &c.id, &mut log_paths).await {
-                Ok(path) => rotate_if_needed(&cri, &c.id, &path, policy).await,
-                Err(e) => Err(e),
-            };
+            let result = async {
+                let path = log_path(&cri, &c.id, &mut log_paths).await?;
+                rotate_if_needed(&cri, &c.id, &path, policy).await
+            }
+            .await;
             if let Err(e) = result {
                 if matches!(e, RotateError::ContainerGone) {
                     tracing::debug!(container = %c.id, "log rotation: the container is gone");

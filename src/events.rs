@@ -149,9 +149,7 @@ impl Publisher {
                 Err(e) => tracing::debug!(error = %e, "event update failed; creating a new event"),
             }
         }
-        let reason = p.reason.clone();
-        let ev = new_event(p, &self.node_name);
-        let name = ev.metadata.name.clone().unwrap_or_default();
+        let mut ev = new_event(p, &self.node_name);
         let namespace = ev.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         match api.create(&PostParams::default(), &ev).await {
@@ -159,7 +157,7 @@ impl Publisher {
                 self.seen.insert(
                     key,
                     Seen {
-                        name,
+                        name: ev.metadata.name.take().unwrap_or_default(),
                         namespace,
                         count: 1,
                         first: at,
@@ -167,7 +165,10 @@ impl Publisher {
                     },
                 );
             }
-            Err(e) => tracing::debug!(%reason, error = %e, "event not recorded"),
+            Err(e) => {
+                let reason = ev.reason.as_deref().unwrap_or_default();
+                tracing::debug!(%reason, error = %e, "event not recorded")
+            }
         }
     }
 }

@@ -190,21 +190,22 @@ async fn deliver(
             }
         }
     }
-    let reason = p.reason;
-    let ev = new_event(p, controller, instance, &namespace);
-    let name = ev.metadata.name.clone().unwrap_or_default();
+    let mut ev = new_event(p, controller, instance, &namespace);
     match api.create(&PostParams::default(), &ev).await {
         Ok(_) => {
             seen.lock().unwrap().insert(
                 key,
                 Seen {
-                    name,
+                    name: ev.metadata.name.take().unwrap_or_default(),
                     count: 1,
                     first: now,
                 },
             );
         }
-        Err(e) => tracing::debug!(reason, error = %e, "event not recorded"),
+        Err(e) => {
+            let reason = ev.reason.as_deref().unwrap_or_default();
+            tracing::debug!(reason, error = %e, "event not recorded")
+        }
     }
 }
 

@@ -496,6 +496,7 @@ impl Kubelet {
             .with_tasks(tasks.clone())
             .with_exits(ctx.exits.clone())
             .with_synced_states(ctx.synced.clone())
+            .with_pod_logs_dir(&kubelet.pod_logs_dir)
             .with_event_source(flags.pleg_event_source, &version.runtime_name);
             let c = cancel.clone();
             tasks.spawn("pleg", async move { pleg.run(c).await });

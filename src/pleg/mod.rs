@@ -49,8 +49,11 @@ pub struct Pleg {
     containerd_socket: String,
     relist_period: Duration,
     tx: mpsc::Sender<String>,
-    /// Runtime object id → pod UID, from the last relist.
-    owners: Arc<Mutex<HashMap<String, String>>>,
+    /// Runtime object id → its pod and log file, from the last relist.
+    owners: Arc<Mutex<HashMap<String, Owner>>>,
+    /// The kubelet's pod logs dir (`podLogsDir`), to name a listed container's log file
+    /// ([`listed_log_path`]); None: ask the runtime for it on each exit.
+    pod_logs_dir: Option<String>,
     /// Where the event stream and the per-event handlers run.
     tasks: crate::tasks::Tasks,
     /// Exits from the event stream that CRI may not show yet.
@@ -63,6 +66,55 @@ pub struct Pleg {
     runtime_name: String,
     /// Asks the relist loop for a relist now (an event stream failed: events may be lost).
     relist_now: tokio::sync::Notify,
+}
+
+/// What the last relist tells of one runtime object (container or sandbox).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Owner {
+    /// The UID of the pod it belongs to.
+    uid: String,
+    /// A sandbox (its exit is the pause process's: no log file to wait for).
+    sandbox: bool,
+    /// A container's CRI log file ([`listed_log_path`]); None for a sandbox, or when it cannot be
+    /// named from the list.
+    log_path: Option<String>,
+}
+
+/// The CRI log file of a container as `ListContainers` shows it:
+/// `<pod logs dir>/<ns>_<pod>_<uid>/<container>/<attempt>.log`, the sandbox's log directory the
+/// kubelet made joined with the container's own log path (k/k `kuberuntime`
+/// `BuildPodLogsDirectory`, `BuildContainerLogsDirectory`; what CRI `ContainerStatus.log_path`
+/// answers for a container either kubelet created). None when a label or the metadata is missing.
+fn listed_log_path(pod_logs_dir: &str, c: &crate::cri::api::Container) -> Option<String> {
+    let label = |k: &str| c.labels.get(k).filter(|v| !v.is_empty());
+    let meta = c.metadata.as_ref().filter(|m| !m.name.is_empty())?;
+    Some(format!(
+        "{}/{}_{}_{}/{}/{}.log",
+        pod_logs_dir.trim_end_matches('/'),
+        label(labels::POD_NAMESPACE)?,
+        label(labels::POD_NAME)?,
+        label(labels::POD_UID)?,
+        meta.name,
+        meta.attempt
+    ))
+}
+
+/// Where the PLEG learns the pod and log file of a task that exited or ran out of memory: from
+/// the last relist when it listed the task's container with its log file (and that file is
+/// there: `log_exists`) or its sandbox, else from the runtime (CRI `ContainerStatus`, one call on
+/// the exit's path). An OOM event and a sandbox's exit need no log file. Returns the pod UID and
+/// log path when the relist tells enough.
+fn known_from_relist(
+    owner: Option<&Owner>,
+    exited: bool,
+    log_exists: impl Fn(&str) -> bool,
+) -> Option<(String, Option<String>)> {
+    let o = owner?;
+    if !exited || o.sandbox {
+        return Some((o.uid.clone(), None));
+    }
+    let path = o.log_path.as_deref().filter(|p| log_exists(p))?;
+    Some((o.uid.clone(), Some(path.to_string())))
 }
 
 /// How containerd's native event stream ended.
@@ -130,6 +182,7 @@ impl Pleg {
             relist_period,
             tx,
             owners: Arc::default(),
+            pod_logs_dir: None,
             tasks: crate::tasks::Tasks::new(),
             exits: RecordedExits::default(),
             synced: SyncedStates::default(),
@@ -154,8 +207,6 @@ impl Pleg {
         self
     }
 
-    /// Runs the event stream and the per-event handlers in `tasks` (the kubelet's set, so
-    /// shutdown waits for them).
     /// Shares the runtime state the pod workers record after a sync ([`synced`]): a relist
     /// wakes a worker only for a change it has not seen.
     pub fn with_synced_states(mut self, synced: SyncedStates) -> Self {
@@ -163,6 +214,16 @@ impl Pleg {
         self
     }
 
+    /// Names listed containers' log files under `dir` (the kubelet's `podLogsDir`), so that an
+    /// exit of a container the last relist saw waits for its log without asking the runtime
+    /// where the log is.
+    pub fn with_pod_logs_dir(mut self, dir: &str) -> Self {
+        self.pod_logs_dir = Some(dir.to_string());
+        self
+    }
+
+    /// Runs the event stream and the per-event handlers in `tasks` (the kubelet's set, so
+    /// shutdown waits for them).
     pub fn with_tasks(mut self, tasks: crate::tasks::Tasks) -> Self {
         self.tasks = tasks;
         self
@@ -210,6 +271,8 @@ impl Pleg {
         this.run_relist(cancel).await;
     }
 
+    /// Lists sandboxes and containers: their states for [`synced::relist_wakes`], and what the
+    /// exit handler needs to know of each ([`Owner`], kept for the next event).
     async fn snapshot(&self) -> Option<Snapshot> {
         let (sandboxes, containers) = tokio::try_join!(
             self.cri.list_pod_sandboxes(&[]),
@@ -217,13 +280,31 @@ impl Pleg {
         )
         .ok()?;
         let mut snap = Snapshot::new();
+        let mut owners = self.owners.lock().unwrap();
+        // an object listed before keeps its entry: nothing of it changes while it exists
+        let mut before = std::mem::take(&mut *owners);
         for s in sandboxes {
             if let Some(uid) = s.labels.get(labels::POD_UID) {
+                let owner = before.remove(&s.id).unwrap_or_else(|| Owner {
+                    uid: uid.clone(),
+                    sandbox: true,
+                    log_path: None,
+                });
+                owners.insert(s.id.clone(), owner);
                 snap.insert(s.id, (uid.clone(), synced::SANDBOX_STATE_BASE + s.state));
             }
         }
         for c in containers {
             if let Some(uid) = c.labels.get(labels::POD_UID) {
+                let owner = before.remove(&c.id).unwrap_or_else(|| Owner {
+                    uid: uid.clone(),
+                    sandbox: false,
+                    log_path: self
+                        .pod_logs_dir
+                        .as_deref()
+                        .and_then(|dir| listed_log_path(dir, &c)),
+                });
+                owners.insert(c.id.clone(), owner);
                 snap.insert(c.id, (uid.clone(), c.state));
             }
         }
@@ -248,10 +329,6 @@ impl Pleg {
                         snap.values().map(|(uid, _)| uid.as_str()).collect();
                     self.synced.retain(|uid| held.contains(uid));
                 }
-                *self.owners.lock().unwrap() = snap
-                    .iter()
-                    .map(|(id, (uid, _))| (id.clone(), uid.clone()))
-                    .collect();
                 let exited = crate::cri::api::ContainerState::ContainerExited as i32;
                 self.exits.prune(
                     |id| snap.contains_key(id),
@@ -441,7 +518,7 @@ impl Pleg {
     async fn on_cri_event(&self, ev: &crate::cri::api::ContainerEventResponse) {
         let action = {
             let owners = self.owners.lock().unwrap();
-            source::cri_event_action(ev, |id| owners.get(id).cloned())
+            source::cri_event_action(ev, |id| owners.get(id).map(|o| o.uid.clone()))
         };
         tracing::debug!(
             container.id = %ev.container_id,
@@ -474,24 +551,30 @@ impl Pleg {
                 (id.clone(), false)
             }
         };
-        let mut uid = self.owners.lock().unwrap().get(&id).cloned();
-        let mut log_path = None;
-        if uid.is_none() || exited {
-            match self.cri.container_status(&id).await {
-                Ok(st) => {
-                    uid = uid.or_else(|| st.labels.get(labels::POD_UID).cloned());
-                    log_path = Some(st.log_path).filter(|p| !p.is_empty());
-                }
-                Err(_) if uid.is_none() => {
-                    // not a container: a sandbox's pause process
-                    if let Ok(st) = self.cri.pod_sandbox_status(&id).await {
-                        uid = st.labels.get(labels::POD_UID).cloned();
+        let owner = self.owners.lock().unwrap().get(&id).cloned();
+        let known = known_from_relist(owner.as_ref(), exited, |p| std::path::Path::new(p).exists());
+        let (uid, log_path) = match known {
+            Some(k) => k,
+            None => {
+                let mut uid = owner.map(|o| o.uid);
+                let mut log_path = None;
+                match self.cri.container_status(&id).await {
+                    Ok(st) => {
+                        uid = uid.or_else(|| st.labels.get(labels::POD_UID).cloned());
+                        log_path = Some(st.log_path).filter(|p| !p.is_empty());
                     }
+                    Err(_) if uid.is_none() => {
+                        // not a container: a sandbox's pause process
+                        if let Ok(st) = self.cri.pod_sandbox_status(&id).await {
+                            uid = st.labels.get(labels::POD_UID).cloned();
+                        }
+                    }
+                    Err(_) => {}
                 }
-                Err(_) => {}
+                let Some(uid) = uid else { return };
+                (uid, log_path)
             }
-        }
-        let Some(uid) = uid else { return };
+        };
         if let Some(path) = log_path {
             wait_log_quiet(std::path::Path::new(&path)).await;
             // a container's SIGKILL exit is reported once its OOM event has come or cannot
@@ -580,6 +663,117 @@ mod tests {
         ];
         for (name, topic, payload, want) in cases {
             assert_eq!(decode_event(topic, &payload), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_listed_container_s_log_path_is_the_one_the_runtime_was_given() {
+        use crate::cri::api;
+        use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+        let mut p = Pod::default();
+        p.metadata.name = Some("web".into());
+        p.metadata.namespace = Some("shop".into());
+        p.metadata.uid = Some("uid-1".into());
+        p.spec = Some(PodSpec {
+            containers: vec![Container {
+                name: "app".into(),
+                image: Some("busybox".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let inputs = crate::pod::spec::ContainerRuntimeInputs {
+            attempt: 3,
+            ..Default::default()
+        };
+        let cfg = crate::pod::spec::container_config(&p, "app", &inputs).unwrap();
+        let parent = crate::cm::pod_cgroup_parent(&p, crate::cm::CgroupDriver::Cgroupfs).unwrap();
+        let userns = crate::userns::MappingsFile::single(65536, 65536).to_cri();
+        let sb = crate::pod::spec::sandbox_config(&p, 0, "/var/log/pods/", None, parent, userns);
+        // what CRI ContainerStatus answers: the sandbox's log directory joined with the
+        // container's log path
+        let runtime_says = format!("{}/{}", sb.log_directory, cfg.log_path);
+        let listed = api::Container {
+            id: "c1".into(),
+            metadata: cfg.metadata.clone(),
+            labels: cfg.labels.clone(),
+            ..Default::default()
+        };
+        assert_eq!(runtime_says, "/var/log/pods/shop_web_uid-1/app/3.log");
+        assert_eq!(
+            listed_log_path("/var/log/pods/", &listed).as_deref(),
+            Some(runtime_says.as_str())
+        );
+        assert_eq!(
+            listed_log_path("/var/log/pods", &listed).as_deref(),
+            Some(runtime_says.as_str())
+        );
+
+        // a container another client made, without the kubelet's labels or metadata
+        let mut no_uid = listed.clone();
+        no_uid.labels.remove(labels::POD_UID);
+        let mut no_ns = listed.clone();
+        no_ns
+            .labels
+            .insert(labels::POD_NAMESPACE.into(), String::new());
+        let no_meta = api::Container {
+            metadata: None,
+            ..listed.clone()
+        };
+        for c in [no_uid, no_ns, no_meta] {
+            assert_eq!(listed_log_path("/var/log/pods", &c), None, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn an_exit_asks_the_runtime_only_when_the_relist_cannot_tell_pod_and_log() {
+        let container = |log: Option<&str>| Owner {
+            uid: "u1".into(),
+            sandbox: false,
+            log_path: log.map(str::to_string),
+        };
+        let sandbox = Owner {
+            uid: "u1".into(),
+            sandbox: true,
+            log_path: None,
+        };
+        let with_log = container(Some("/logs/a/0.log"));
+        let without_log = container(None);
+        let log_gone = container(Some("/logs/gone/0.log"));
+        let exists = |p: &str| p == "/logs/a/0.log";
+        let known = |uid: &str, log: Option<&str>| Some((uid.to_string(), log.map(str::to_string)));
+        // (what, owner from the relist, an exit (else an OOM), what the relist tells)
+        let cases = [
+            (
+                "a listed container's exit",
+                Some(&with_log),
+                true,
+                known("u1", Some("/logs/a/0.log")),
+            ),
+            (
+                "its OOM needs no log",
+                Some(&with_log),
+                false,
+                known("u1", None),
+            ),
+            (
+                "a sandbox's exit has no log",
+                Some(&sandbox),
+                true,
+                known("u1", None),
+            ),
+            (
+                "a log not named from the list: ask",
+                Some(&without_log),
+                true,
+                None,
+            ),
+            ("a log file not there: ask", Some(&log_gone), true, None),
+            ("a container younger than the relist: ask", None, true, None),
+            ("an OOM of an unknown task: ask", None, false, None),
+        ];
+        for (what, owner, exited, want) in cases {
+            assert_eq!(known_from_relist(owner, exited, exists), want, "{what}");
         }
     }
 

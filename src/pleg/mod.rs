@@ -606,6 +606,16 @@ async fn wait_log_quiet(path: &std::path::Path) {
     }
 }
 
+/// Logs an event stream's failure before it is resubscribed: at warn the first time in a row
+/// (`failures` == 1), then at debug.
+fn log_stream_failure(failures: u32, stream: &str, error: &dyn std::fmt::Display) {
+    if failures == 1 {
+        tracing::warn!(error = %error, "{stream} failed; resubscribing");
+    } else {
+        tracing::debug!(error = %error, "{stream} failed; resubscribing");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -793,15 +803,5 @@ mod tests {
         wait_log_quiet(&dir.join("missing.log")).await;
         assert!(t0.elapsed() < LOG_QUIET_INTERVAL);
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
-
-/// Logs an event stream's failure before it is resubscribed: at warn the first time in a row
-/// (`failures` == 1), then at debug.
-fn log_stream_failure(failures: u32, stream: &str, error: &dyn std::fmt::Display) {
-    if failures == 1 {
-        tracing::warn!(error = %error, "{stream} failed; resubscribing");
-    } else {
-        tracing::debug!(error = %error, "{stream} failed; resubscribing");
     }
 }

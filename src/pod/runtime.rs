@@ -117,7 +117,13 @@ impl PodRuntimeStatus {
     /// reported (`exits`, recorded by the PLEG) is read as exited, as CRI will report it
     /// ([`crate::pleg::exits::overlay`]); once CRI shows the exit its record is forgotten.
     ///
-    /// Errors: any CRI error except NOT_FOUND on an object that vanished between list and status.
+    /// The status reads of the listed objects (PodSandboxStatus of each ready sandbox,
+    /// ContainerStatus of each container) go out together, not one after another as in the Go
+    /// kubelet's `GetPodStatus`: a sync, and the status after an exit, waits for one round trip
+    /// to the runtime after the lists rather than one per object.
+    ///
+    /// Errors: any CRI error except NOT_FOUND on an object that vanished between list and status
+    /// (the first in list order, sandboxes first).
     pub async fn observe(
         cri: &CriClient,
         exits: &RecordedExits,
@@ -126,23 +132,32 @@ impl PodRuntimeStatus {
         let sel = [(labels::POD_UID, pod_uid)];
         let (sandboxes, containers) =
             tokio::try_join!(cri.list_pod_sandboxes(&sel), cri.list_containers(&sel))?;
-        let mut out = PodRuntimeStatus::default();
-        for s in sandboxes {
+        let sandbox_reads = futures::future::join_all(sandboxes.iter().map(|s| async move {
+            // a sandbox that is not ready has no network to read
             let ready = s.state == api::PodSandboxState::SandboxReady as i32;
-            let (ip, additional_ips) = if ready {
-                match cri.pod_sandbox_status(&s.id).await {
-                    Ok(st) => {
-                        let net = st.network.unwrap_or_default();
-                        (
-                            (!net.ip.is_empty()).then_some(net.ip),
-                            net.additional_ips.into_iter().map(|i| i.ip).collect(),
-                        )
-                    }
-                    Err(e) if e.is_not_found() => continue,
-                    Err(e) => return Err(e),
-                }
+            if ready {
+                Some(cri.pod_sandbox_status(&s.id).await)
             } else {
-                (None, vec![])
+                None
+            }
+        }));
+        let container_reads =
+            futures::future::join_all(containers.iter().map(|c| cri.container_status(&c.id)));
+        let (sandbox_reads, container_reads) = tokio::join!(sandbox_reads, container_reads);
+        let mut out = PodRuntimeStatus::default();
+        for (s, read) in sandboxes.into_iter().zip(sandbox_reads) {
+            let ready = read.is_some();
+            let (ip, additional_ips) = match read {
+                Some(Ok(st)) => {
+                    let net = st.network.unwrap_or_default();
+                    (
+                        (!net.ip.is_empty()).then_some(net.ip),
+                        net.additional_ips.into_iter().map(|i| i.ip).collect(),
+                    )
+                }
+                Some(Err(e)) if e.is_not_found() => continue,
+                Some(Err(e)) => return Err(e),
+                None => (None, vec![]),
             };
             out.sandboxes.push(SandboxStatus {
                 attempt: s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0),
@@ -153,8 +168,8 @@ impl PodRuntimeStatus {
                 created_at: s.created_at,
             });
         }
-        for c in containers {
-            let mut st = match cri.container_status(&c.id).await {
+        for (c, read) in containers.into_iter().zip(container_reads) {
+            let mut st = match read {
                 Ok(st) => st,
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),

@@ -116,6 +116,32 @@ async fn the_terminal_phase_is_written_before_the_sandbox_is_stopped() {
     h.stop().await;
 }
 
+/// The status after an exit reads the pod's sandbox and its container from the runtime together,
+/// not one after the other (the Go kubelet's `GetPodStatus` reads them in turn): with each status
+/// call taking half a second, Failed is written about half a second after the worker is woken,
+/// not a second.
+#[tokio::test(start_paused = true)]
+async fn an_exits_status_reads_the_sandbox_and_the_container_together() {
+    let h = Harness::start(fake_runtime()).await;
+    let p = pod("together", "Never", json!({}));
+    let c = h.start_running(&p).await;
+    let call = Duration::from_millis(500);
+    h.runtime.delay("PodSandboxStatus", Some(call));
+    h.runtime.delay("ContainerStatus", Some(call));
+    let exited_at = h.runtime.exit_unconfirmed(&c.id, 1);
+    h.exits.record_exit(&c.id, 1, exited_at);
+    let started = tokio::time::Instant::now();
+    h.poke(&p).await;
+    h.status_in_phase("together", "Failed", Duration::from_secs(10))
+        .await;
+    let took = started.elapsed();
+    assert!(
+        took >= call && took < 2 * call,
+        "Failed was written {took:?} after the wake: the two status reads were not made together"
+    );
+    h.stop().await;
+}
+
 /// Starts a Never pod `name`, kills its container by SIGKILL as containerd's event stream
 /// reports it (exit 137, CRI not caught up, no OOM event), wakes the worker, and checks at half
 /// of [`OOM_GRACE`] that the exit is not reported yet. Returns the container and its exit time.

@@ -88,15 +88,13 @@ struct Owner {
 fn listed_log_path(pod_logs_dir: &str, c: &crate::cri::api::Container) -> Option<String> {
     let label = |k: &str| c.labels.get(k).filter(|v| !v.is_empty());
     let meta = c.metadata.as_ref().filter(|m| !m.name.is_empty())?;
-    Some(format!(
-        "{}/{}_{}_{}/{}/{}.log",
-        pod_logs_dir.trim_end_matches('/'),
+    let dir = crate::pod::spec::pod_log_dir_of(
+        pod_logs_dir,
         label(labels::POD_NAMESPACE)?,
         label(labels::POD_NAME)?,
         label(labels::POD_UID)?,
-        meta.name,
-        meta.attempt
-    ))
+    );
+    Some(format!("{dir}/{}/{}.log", meta.name, meta.attempt))
 }
 
 /// Where the PLEG learns the pod and log file of a task that exited or ran out of memory: from

@@ -49,12 +49,20 @@ impl From<EnvError> for SpecError {
 /// Where the pod's logs go: `<pod_logs_dir>/<namespace>_<name>_<uid>`
 /// (k/k `kuberuntime/helpers.go` `BuildPodLogsDirectory`).
 pub fn pod_log_dir(pod_logs_dir: &str, pod: &Pod) -> String {
-    format!(
-        "{}/{}_{}_{}",
-        pod_logs_dir.trim_end_matches('/'),
+    pod_log_dir_of(
+        pod_logs_dir,
         pod.metadata.namespace.as_deref().unwrap_or(""),
         pod.metadata.name.as_deref().unwrap_or(""),
-        super::uid(pod)
+        super::uid(pod),
+    )
+}
+
+/// [`pod_log_dir`] from the pod's namespace, name and UID (what a listed sandbox or container
+/// carries in its labels).
+pub fn pod_log_dir_of(pod_logs_dir: &str, namespace: &str, name: &str, uid: &str) -> String {
+    format!(
+        "{}/{namespace}_{name}_{uid}",
+        pod_logs_dir.trim_end_matches('/')
     )
 }
 

@@ -8,7 +8,7 @@
 //!
 //! Run: `cargo bench --bench exit_latency` (with the cluster up).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/e2e/common.rs"]
 mod common;
 
 use common::*;

@@ -24,7 +24,7 @@
 //! The bench pods do not mount a service account token (`automountServiceAccountToken: false`),
 //! so the figures compare the kubelets' own work with the CRI floor, not token requests.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/e2e/common.rs"]
 mod common;
 
 use common::*;

@@ -8,7 +8,7 @@
 //! 4. the time from the delete calls to the last pod gone from the API (watch), and to the last
 //!    sandbox gone from containerd.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/e2e/common.rs"]
 mod common;
 
 use common::*;

@@ -8,11 +8,11 @@
 # from the Go module proxy); no test relies on what happens to be on the machine.
 #   containerd runc containernetworking-plugins  the runtime and CNI (local-up; every e2e test)
 #   docker-registry skopeo umoci busybox-static   the local registries and the images built here
-#                                                 (local-up; e2e_gc and e2e_podspec call skopeo/umoci;
-#                                                 busybox's nslookup is e2e_dns's client)
-#   iptables iproute2 kmod                        network, guards, hostPort (local-up; e2e_network)
-#   openssl                                       PKI (local-up); e2e_join and e2e_server certificates
-#   curl                                          e2e_server (the :10250 server), local-up health checks
+#                                                 (local-up; e2e::gc and e2e::podspec call skopeo/umoci;
+#                                                 busybox's nslookup is e2e::dns's client)
+#   iptables iproute2 kmod                        network, guards, hostPort (local-up; e2e::network)
+#   openssl                                       PKI (local-up); e2e::join and e2e::server certificates
+#   curl                                          e2e::server (the :10250 server), local-up health checks
 #   jq procps psmisc util-linux                   local-up (pids, mounts, tmpfs root dir, status)
 #   protobuf-compiler libc6-dev gcc               the build (CRI protos, the pause image)
 #   gzip                                          the release build (its link order list)

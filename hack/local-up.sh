@@ -47,7 +47,7 @@
 #   LOCAL_UP_DNS           1 (default): cluster DNS (CoreDNS, see below; the first build of CoreDNS
 #                          takes about a minute on 2 cores, then it is cached); 0: none (no
 #                          CoreDNS build, image, Deployment or wait; objects of an earlier `up`
-#                          stay; tests/e2e_dns.rs and the DNS conformance tests then fail)
+#                          stay; tests/e2e/dns.rs and the DNS conformance tests then fail)
 #   COREDNS_WAIT_TIMEOUT   seconds to wait for the coredns Deployment to be available (default
 #                          120; `up` fails after that, with the pod's description and log)
 #   DECKHAND_ARGS          extra arguments appended to deckhand's command line

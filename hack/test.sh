@@ -13,7 +13,7 @@
 #
 # Both runtimes (issue 17): when this script brought the cluster up itself, after the tests above
 # it brings it up again on the other containerd (2.x after 1.6; 1.6 after 2.x) and runs the
-# end-to-end test files that exercise the runtime there ($OTHER_RUNTIME_TESTS below: every one but
+# end-to-end test modules that exercise the runtime there ($OTHER_RUNTIME_TESTS below: every one but
 # those that test only the API server, the scheduler or deckhand's own input handling). The
 # conformance suite runs on the first containerd only (time; `hack/conformance.sh --containerd 2`
 # runs it on 2.x). OTHER_RUNTIME=0 leaves that phase out; a cluster that was already up is not
@@ -21,11 +21,11 @@
 #
 # Several nodes (issue 16): after the conformance tests, NODES=3 hack/local-up.sh up adds two
 # worker nodes to the cluster (each its own namespaces, containerd and deckhand) and
-# tests/e2e_multinode.rs runs against the three; every other test file runs on one node.
+# tests/e2e/multinode.rs runs against the three; every other test module runs on one node.
 # MULTINODE=0 leaves that phase out.
 #
 # kubeadm (issue 16): then `down` and LOCAL_UP_MODE=kubeadm up (kubeadm init and join, every kubelet
-# deckhand) and tests/e2e_kubeadm.rs. KUBEADM=0 leaves that phase out.
+# deckhand) and tests/e2e/kubeadm.rs. KUBEADM=0 leaves that phase out.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -158,15 +158,36 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# every test file but the multi-node one, which runs below with extra nodes added
+# Runs the end-to-end test modules named after the log file (appending to it), one at a time (tests/e2e/main.rs:
+# some disturb the node for every other test); arguments for the test binary come after `--`
+# (--test-threads: how many of a module's own tests run at once). Every module runs even when one
+# fails (as --no-fail-fast), and the call fails if any did.
+run_e2e_modules() {
+  local log=$1 m rc=0; shift
+  local mods=() extra=()
+  while [ $# -gt 0 ]; do
+    [ "$1" = -- ] && { shift; extra=("$@"); break; }
+    mods+=("$1"); shift
+  done
+  for m in "${mods[@]}"; do
+    cargo test --profile "$PROFILE" --test e2e -- "$m::" "${extra[@]}" 2>&1 | tee -a "$log" || rc=1
+  done
+  return "$rc"
+}
+
+# every test module but the multi-node and kubeadm ones, which run below on their own clusters
 log "all tests (unit, component, end-to-end against the real cluster)"
-ONE_NODE_TESTS=()
-for f in tests/*.rs; do
-  t=$(basename "$f" .rs)
-  [ "$t" = e2e_multinode ] || ONE_NODE_TESTS+=(--test "$t")
+: > "$CARGO_LOG"
+ONE_NODE_MODULES=()
+for f in tests/e2e/*.rs; do
+  m=$(basename "$f" .rs)
+  case "$m" in main|common|multinode|kubeadm) ;; *) ONE_NODE_MODULES+=("$m") ;; esac
 done
-cargo test --profile "$PROFILE" "${ONE_NODE_TESTS[@]}" --no-fail-fast -- --test-threads="${E2E_THREADS:-4}" 2>&1 |
-  tee "$CARGO_LOG"
+one_node_rc=0
+cargo test --profile "$PROFILE" --test component_pod_worker --test systemd_units --no-fail-fast 2>&1 |
+  tee -a "$CARGO_LOG" || one_node_rc=1
+run_e2e_modules "$CARGO_LOG" "${ONE_NODE_MODULES[@]}" -- --test-threads="${E2E_THREADS:-4}" || one_node_rc=1
+[ "$one_node_rc" = 0 ]
 
 # The upstream check (issue 13): the [sig-node] conformance tests of k8s.io/kubernetes test/e2e at
 # the pinned version, in parallel, against this cluster. Any failure that is not on the commented
@@ -182,7 +203,7 @@ fi
 
 # Several nodes (issue 16): two worker nodes join the running cluster, each in its own
 # namespaces with its own containerd and deckhand (NODES=3 hack/local-up.sh up adds them to the
-# running cluster in about 10 s), and tests/e2e_multinode.rs runs (spread, pod to pod across nodes,
+# running cluster in about 10 s), and tests/e2e/multinode.rs runs (spread, pod to pod across nodes,
 # a deleted pod replaced, a stopped node's pods replaced elsewhere and cleaned up when it is back;
 # about 2 minutes). The other containerd's phase below starts from `down`, which removes them.
 # MULTINODE=0 leaves it out.
@@ -190,10 +211,11 @@ if [ "${MULTINODE:-1}" != 0 ]; then
   if [ "$started" != 1 ]; then
     log "several nodes: skipped (the cluster was up before this script; nodes are not added to it)"
   else
-    log "several nodes: NODES=3 hack/local-up.sh up, then tests/e2e_multinode.rs"
+    log "several nodes: NODES=3 hack/local-up.sh up, then tests/e2e/multinode.rs"
     NODES=3 local_up up
     CARGO_LOG="$ROOT/_output/cargo-tests-multinode.log"
-    cargo test --profile "$PROFILE" --test e2e_multinode --no-fail-fast 2>&1 | tee "$CARGO_LOG"
+    : > "$CARGO_LOG"
+    run_e2e_modules "$CARGO_LOG" multinode
     NODES=1 local_up up
   fi
 fi
@@ -203,28 +225,29 @@ first=$(cat _output/local-up/containerd-mode 2>/dev/null || echo 1.6)
 
 # A kubeadm cluster whose every kubelet is deckhand (issue 16): down, then LOCAL_UP_MODE=kubeadm up
 # (kubeadm init in node namespace dh-node-1, kubeadm join of dh-node-2 and dh-node-3; about 50 s,
-# kubeadm and the control-plane images built the first time), and tests/e2e_kubeadm.rs (Ready
-# nodes, the control plane as mirror pods, kube-proxy and CoreDNS, pods across nodes). The next
+# kubeadm and the control-plane images built the first time), and tests/e2e/kubeadm.rs (Ready
+# nodes, the control plane as mirror pods, kube-proxy and CoreDNS, pods across nodes; its tests are
+# #[ignore]d so that no other run picks them up). The next
 # phase starts from `down`, which removes it. KUBEADM=0 leaves it out.
 if [ "${KUBEADM:-1}" != 0 ]; then
   if [ "$started" != 1 ]; then
     log "kubeadm mode: skipped (the cluster was up before this script; it is not replaced)"
   else
-    log "kubeadm mode: hack/local-up.sh down; LOCAL_UP_MODE=kubeadm up; tests/e2e_kubeadm.rs"
+    log "kubeadm mode: hack/local-up.sh down; LOCAL_UP_MODE=kubeadm up; tests/e2e/kubeadm.rs"
     local_up down
     LOCAL_UP_MODE=kubeadm local_up up
     CARGO_LOG="$ROOT/_output/cargo-tests-kubeadm.log"
-    cargo test --profile "$PROFILE" --test e2e_kubeadm --no-fail-fast -- --ignored 2>&1 | tee "$CARGO_LOG"
+    : > "$CARGO_LOG"
+    run_e2e_modules "$CARGO_LOG" kubeadm -- --ignored
   fi
 fi
 
-# The end-to-end tests again on the other containerd (see the top): the files that exercise the
-# runtime. Left out: e2e_apiserver_outage, e2e_scheduler, e2e_fuzz, e2e_hostile and
-# e2e_conformance_gaps (API server, scheduler, input handling and kubelet-server load, which do not
-# depend on the runtime; about 4 minutes).
-OTHER_RUNTIME_TESTS=(e2e e2e_exit e2e_lifecycle e2e_containerd_restart e2e_server
-  e2e_standalone e2e_static e2e_podspec e2e_resize e2e_network e2e_gc e2e_eviction e2e_defects
-  e2e_dns e2e_ephemeral e2e_join e2e_image_volume e2e_userns)
+# The end-to-end tests again on the other containerd (see the top): the modules that exercise the
+# runtime. Left out: apiserver_outage, scheduler, fuzz, hostile and conformance_gaps (API server,
+# scheduler, input handling and kubelet-server load, which do not depend on the runtime; about 4
+# minutes).
+OTHER_RUNTIME_TESTS=(basics exit lifecycle containerd_restart server standalone static_pods podspec
+  resize network gc eviction defects dns ephemeral join image_volume userns)
 if [ "${OTHER_RUNTIME:-1}" != 0 ]; then
   if [ "$started" != 1 ]; then
     log "the other containerd: skipped (the cluster was up before this script; it is not switched)"
@@ -233,10 +256,8 @@ if [ "${OTHER_RUNTIME:-1}" != 0 ]; then
     log "the end-to-end tests again on containerd $other (hack/local-up.sh down; CONTAINERD=$other up)"
     local_up down
     CONTAINERD=$other local_up up
-    OTHER_LOG="$ROOT/_output/cargo-tests-containerd$other.log"
-    args=(); for t in "${OTHER_RUNTIME_TESTS[@]}"; do args+=(--test "$t"); done
-    CARGO_LOG=$OTHER_LOG
-    cargo test --profile "$PROFILE" "${args[@]}" --no-fail-fast -- --test-threads="${E2E_THREADS:-4}" 2>&1 |
-      tee "$OTHER_LOG"
+    CARGO_LOG="$ROOT/_output/cargo-tests-containerd$other.log"
+    : > "$CARGO_LOG"
+    run_e2e_modules "$CARGO_LOG" "${OTHER_RUNTIME_TESTS[@]}" -- --test-threads="${E2E_THREADS:-4}"
   fi
 fi

@@ -25,11 +25,11 @@ EVICTION_HARD_YAML='evictionHard:
 EVICTION_TRANSITION=20s
 # image GC: the machine's disk looks 85-90 % used to statfs (a large root reservation), so with
 # the default 85 % the Go kubelet (and deckhand) would delete every unused image every 5 minutes;
-# 100 turns the periodic image GC off here (tests/e2e_gc.rs restarts deckhand with its own
+# 100 turns the periodic image GC off here (tests/e2e/gc.rs restarts deckhand with its own
 # thresholds; the eviction manager's reclaim still deletes unused images under pressure)
 IMAGE_GC_YAML='imageGCHighThresholdPercent: 100'
 # at most 1024 tasks per pod (podPidsLimit; kubeadm leaves it unlimited): a fork bomb stays in
-# its pod (tests/e2e_hostile.rs). Conformance needs far fewer.
+# its pod (tests/e2e/hostile.rs). Conformance needs far fewer.
 POD_PIDS_YAML='podPidsLimit: 1024'
 
 kubelet_config_yaml() {
@@ -41,7 +41,7 @@ kubelet_config_yaml() {
 
 # deckhand's root directory (pod volumes, the nodefs of eviction) is a tmpfs of
 # $DECKHAND_ROOT_SIZE, so that filling it past the eviction threshold is cheap and never touches
-# the machine's disk (tests/e2e_eviction.rs). `down` unmounts it.
+# the machine's disk (tests/e2e/eviction.rs). `down` unmounts it.
 ensure_root_fs() {
   mkdir -p "$DECKHAND_ROOT_DIR"
   if [ "$(stat -f -c %T "$DECKHAND_ROOT_DIR")" = tmpfs ] && mountpoint -q "$DECKHAND_ROOT_DIR"; then

@@ -11,9 +11,7 @@
 //! pods, so it removes their sandboxes as orphans; the restarted cluster deckhand creates them
 //! again (the test waits for kube-proxy to run again before it returns).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use std::path::PathBuf;

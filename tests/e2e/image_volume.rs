@@ -5,11 +5,9 @@
 //! volume support, the pod stays Pending with deckhand's clear `FailedMount` error and no
 //! container is created.
 //!
-//! Run with `cargo test --release --test e2e_image_volume -- --nocapture` after `hack/local-up.sh`.
+//! Run with `cargo test --profile ci --test e2e -- image_volume:: --nocapture` after `hack/local-up.sh`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 
 /// The image mounted as a volume: the e2e tests' busybox from the local registry. Its rootfs has

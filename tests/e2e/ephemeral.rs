@@ -5,11 +5,9 @@
 //! `status.ephemeralContainerStatuses`, and exec, logs and attach reach it; updating the list adds
 //! a second one; one that exits is not restarted; a bad image name shows `InvalidImageName`.
 //!
-//! Run with `cargo test --release --test e2e_ephemeral -- --nocapture` after `hack/local-up.sh`.
+//! Run with `cargo test --profile ci --test e2e -- ephemeral:: --nocapture` after `hack/local-up.sh`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::{ContainerStatus, EphemeralContainer, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use std::time::Duration;

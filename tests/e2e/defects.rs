@@ -2,11 +2,9 @@
 //! cluster (hack/local-up.sh): the status a pod shows while deckhand works on it, a finished
 //! pod's single sandbox, a later shorter grace period, downwardAPI volume limits, service-account
 //! tokens for pods created in a burst, and the runtime version on the Node.
-//! (The API server outage is `e2e_apiserver_outage.rs`: it must not share its time with others.)
+//! (The API server outage is `apiserver_outage.rs`: it must not share its time with others.)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
 use std::time::{Duration, Instant};

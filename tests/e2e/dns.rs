@@ -12,11 +12,9 @@
 //! applications use (ndots:5, the search list): `ping -c1` prints `PING <name> (<address>)` once
 //! the name resolved (the ping itself is not the point and may fail).
 //!
-//! Run with `cargo test --release --test e2e_dns` after `hack/local-up.sh`.
+//! Run with `cargo test --profile ci --test e2e -- dns::` after `hack/local-up.sh`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams, PostParams};

@@ -7,11 +7,9 @@
 //!
 //! What the container sees is read with `kubectl exec` (deckhand's exec streaming, issue 6).
 //!
-//! Run with `cargo test --release --test e2e_podspec -- --nocapture` after `hack/local-up.sh`.
+//! Run with `cargo test --profile ci --test e2e -- podspec:: --nocapture` after `hack/local-up.sh`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};

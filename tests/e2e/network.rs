@@ -4,13 +4,11 @@
 //! portmap plugin, and imagePullSecrets authenticate pulls from the password-protected registry.
 //! Everything stays on the machine: the node IP 10.250.0.1, the pod bridge, the Service CIDR.
 //!
-//! Run with `cargo test --release --test e2e_network -- --test-threads=2` after
+//! Run with `cargo test --profile ci --test e2e -- network:: --test-threads=2` after
 //! `hack/local-up.sh`.
 
-mod common;
-
+use crate::common::*;
 use base64::Engine;
-use common::*;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Event, Pod, Secret, Service};
 use kube::api::{Api, ListParams, PostParams};

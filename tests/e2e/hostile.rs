@@ -5,9 +5,7 @@
 //! The harness's KubeletConfiguration (hack/lib/node.sh) sets `podPidsLimit: 1024` and leaves
 //! the container log defaults (`containerLogMaxSize: 10Mi`, `containerLogMaxFiles: 5`).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};

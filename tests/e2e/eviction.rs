@@ -13,11 +13,9 @@
 //! This binary has one test, so cargo runs it alone (test binaries run one after another):
 //! pressure on the node would otherwise refuse or evict the pods of tests running beside it.
 //!
-//! Run with `cargo test --release --test e2e_eviction -- --nocapture` after `hack/local-up.sh`.
+//! Run with `cargo test --profile ci --test e2e -- eviction:: --nocapture` after `hack/local-up.sh`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
 use std::path::{Path, PathBuf};

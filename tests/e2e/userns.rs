@@ -12,11 +12,9 @@
 //! - Either way a pod without `hostUsers` runs in the host's user namespace, and the Go
 //!   kubelet's `kubelet_started_user_namespaced_pods_total` counts the attempts.
 //!
-//! Run with `cargo test --release --test e2e_userns -- --nocapture` after `hack/local-up.sh`.
+//! Run with `cargo test --profile ci --test e2e -- userns:: --nocapture` after `hack/local-up.sh`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, PostParams};
 

@@ -2,9 +2,7 @@
 //! local cluster (hack/local-up.sh): crash back-off gaps, OnFailure restarts, init containers as
 //! `kubectl get pods` shows them, probes, OOMKilled, preStop and the termination grace period.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams};
 use std::time::{Duration, Instant};

@@ -5,9 +5,7 @@
 //! a mirror pod deleted through the API comes back; a malformed manifest is reported and changes
 //! nothing else.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
 use std::path::PathBuf;

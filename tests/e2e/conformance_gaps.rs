@@ -4,9 +4,7 @@
 //! and the `FallbackToLogsOnError` termination message. Each mirrors what the Go kubelet shows
 //! through the API and `kubectl get pods`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use std::time::Duration;

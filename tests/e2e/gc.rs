@@ -12,9 +12,7 @@
 //! every unused image of the node, as the Go kubelet would; the test pulls the tagged images
 //! that were there before back again.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 use std::collections::BTreeSet;

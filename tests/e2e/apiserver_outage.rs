@@ -1,11 +1,9 @@
 //! End-to-end: deckhand through a one-minute API server outage (issue 11 item 1), against the
 //! real local cluster. The API server is stopped with `hack/local-up.sh stop-apiserver` and
-//! started again with `start-apiserver`; everything else keeps running. This file holds one
+//! started again with `start-apiserver`; everything else keeps running. This module holds one
 //! test so that nothing else runs while the API server is away.
 
-mod common;
-
-use common::*;
+use crate::common::{self, *};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
@@ -181,7 +179,7 @@ async fn deckhand_recovers_from_a_one_minute_api_server_outage() {
     wait_running(&ns_api, "after").await;
     ns.delete().await;
 
-    // The next test file finds a control plane that has caught up: kube-controller-manager's
+    // The next test module finds a control plane that has caught up: kube-controller-manager's
     // informers can take over a minute to relist after the API server and etcd came back (a
     // README command 2 run saw four namespaces of the next file wait 60 s for their default
     // ServiceAccount). Wait, up to 3 minutes, until it makes one for a new namespace.

@@ -1,15 +1,13 @@
 //! End-to-end tests of deckhand against the local cluster of hack/local-up.sh (real etcd,
 //! kube-apiserver, kube-controller-manager, containerd). Run with
-//! `cargo test --release --test e2e -- --nocapture` after `hack/local-up.sh`.
+//! `cargo test --profile ci --test e2e -- basics:: --nocapture` after `hack/local-up.sh`.
 //!
 //! Every test works in its own namespace `e2e-<test>-<random>` (so the tests run in parallel)
 //! and deletes it at the end. The restart test SIGKILLs deckhand and starts it again; it holds
 //! `common::DECKHAND_DISRUPTION` for writing, the lease test holds it for reading, and the other
 //! tests ride out a few seconds of deckhand downtime with their generous timeouts.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};

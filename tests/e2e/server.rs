@@ -6,11 +6,9 @@
 //! the way the Go kubelet renders it (records in file order, fixed-width timestamps, tail by
 //! records, byte limit including prefixes).
 //!
-//! Run with `cargo test --release --test e2e_server -- --nocapture` after `hack/local-up.sh`.
+//! Run with `cargo test --profile ci --test e2e -- server:: --nocapture` after `hack/local-up.sh`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -8,21 +8,18 @@
 //! Needs at least two Ready nodes: with the default `NODES=1` every test here fails at once and
 //! says so (these tests never pass silently). README command 2 (hack/test.sh) runs them in its
 //! multi-node phase, on `NODES=3`. The scheduler's multi-node cases are in
-//! `e2e_multinode/scheduling.rs`.
+//! `multinode/scheduling.rs`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-#[path = "e2e_multinode/scheduling.rs"]
 mod scheduling;
 
-/// The tests of this file change what runs on the nodes (a Deployment over all of them, a node
+/// The tests of this module change what runs on the nodes (a Deployment over all of them, a node
 /// stopped): one at a time.
 async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
@@ -57,7 +54,7 @@ async fn ready_nodes(client: &kube::Client) -> BTreeSet<String> {
         .collect();
     assert!(
         ready.len() >= 2,
-        "e2e_multinode needs at least 2 Ready nodes: bring the cluster up with NODES=3 hack/local-up.sh up \
+        "e2e::multinode needs at least 2 Ready nodes: bring the cluster up with NODES=3 hack/local-up.sh up \
          (this cluster has {} Ready: {}; env NODES={})",
         ready.len(),
         all.join(", "),
@@ -282,7 +279,7 @@ async fn deployment_spreads_over_every_node_pods_reach_each_other_and_a_deleted_
     for k in 0..order.len() {
         let (from_node, (from_pod, _)) = order[k];
         let (to_node, (to_pod, to_ip)) = order[(k + 1) % order.len()];
-        // (nc, as tests/e2e_network.rs: the static busybox's wget dies of SIGSEGV here)
+        // (nc, as tests/e2e/network.rs: the static busybox's wget dies of SIGSEGV here)
         let url = format!("http://{to_ip}:8080/");
         let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {to_ip} 8080");
         let out = kubectl_raw(&["-n", &ns.name, "exec", from_pod, "--", "sh", "-c", &script]);
@@ -377,7 +374,7 @@ struct StartNodeAgain(Option<u32>);
 impl Drop for StartNodeAgain {
     fn drop(&mut self) {
         if let Some(i) = self.0.take() {
-            eprintln!("e2e_multinode: starting dh-node-{i} again after a failure");
+            eprintln!("e2e::multinode: starting dh-node-{i} again after a failure");
             local_up(&["start-node", &i.to_string()]);
         }
     }

@@ -6,9 +6,7 @@
 //! the new `resources` and `allocatedResources` once the resize is done; a resize that does not
 //! fit next to another pod stays `PodResizePending` `Deferred` until that pod is gone.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
 

@@ -4,9 +4,7 @@
 //! `kubectl logs` the moment the phase changes. No timing is asserted here (the figures are in
 //! `hack/bench.sh --peer go`).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::LogParams;
 use std::time::Duration;

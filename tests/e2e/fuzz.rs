@@ -26,11 +26,9 @@
 //! Knobs: `FUZZ_PODS` (default 40), `FUZZ_SEED` (default random, printed), `FUZZ_CASE` (only
 //! this case index), `FUZZ_PARALLEL` (pods in flight, default 8).
 //!
-//! Run with `cargo test --profile ci --test e2e_fuzz -- --nocapture` after `hack/local-up.sh`.
+//! Run with `cargo test --profile ci --test e2e -- fuzz:: --nocapture` after `hack/local-up.sh`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Event, Pod, Secret};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, LogParams, PostParams};

@@ -10,9 +10,7 @@
 //! one's sandboxes as orphans), so the harness's deckhand is stopped for the test, under the
 //! harness lock, and restarted afterwards, also when the test fails.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
@@ -83,7 +81,7 @@ impl Restore {
 impl Drop for Restore {
     fn drop(&mut self) {
         if self.restart.is_some() {
-            eprintln!("e2e_join: restoring the harness's deckhand after a failure");
+            eprintln!("e2e::join: restoring the harness's deckhand after a failure");
             let log = self.prefix.join("deckhand.log");
             if let Ok(text) = std::fs::read_to_string(&log) {
                 let tail: Vec<&str> = text.lines().rev().take(40).collect();

@@ -1,7 +1,7 @@
 //! End-to-end: deckhand through containerd restarts (issue 14, first fault), against the real
 //! local cluster. containerd is stopped with `hack/local-up.sh stop-containerd` (SIGTERM, then in
 //! a second round `--kill`, SIGKILL) and started again with `start-containerd`; its shims, and so
-//! the containers, keep running, as they do when systemd restarts containerd on a node. This file
+//! the containers, keep running, as they do when systemd restarts containerd on a node. This module
 //! holds one test so that nothing else runs while containerd is away.
 //!
 //! What a user of the Go kubelet expects, and what is checked: no running container is restarted
@@ -10,9 +10,7 @@
 //! once containerd is back, deckhand stays the same process, and its log says so in a few lines
 //! rather than a flood.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;

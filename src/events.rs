@@ -10,11 +10,11 @@
 //! of the Go kubelet sees. Delivery runs in a background task, so a slow API server never
 //! stalls a pod worker (the Go kubelet's broadcaster drops events under pressure the same way).
 
+use crate::heap::ShrinkingMap;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use std::collections::HashMap;
 use tokio::sync::mpsc;
 
 /// Event reasons the kubelet emits (k/k `pkg/kubelet/events/event.go`).
@@ -122,7 +122,7 @@ pub struct EventRecorder {
 struct Publisher {
     client: kube::Client,
     node_name: String,
-    seen: HashMap<String, Seen>,
+    seen: ShrinkingMap<String, Seen>,
 }
 
 impl Publisher {
@@ -235,17 +235,16 @@ fn aggregation_key(p: &Pending) -> String {
 }
 
 /// Drops what the aggregation remembers about the object `uid`, and gives the map's spare room
-/// back when it is mostly empty ([`crate::heap::shrink_sparse`]). Only for an object that can
+/// back when it is mostly empty ([`ShrinkingMap`]). Only for an object that can
 /// have no more events (a pod deleted from the API server whose worker is done): this changes
 /// no event a user sees, and frees the pod's entries now rather than when 4096 others have
 /// pushed them out (client-go's LRU), which kept ~0.5 MB of small strings spread over the heap
 /// after 248 pods came and went (heaptrack, 2026-12-06).
-fn forget_object<V>(seen: &mut HashMap<String, V>, uid: &str) {
+fn forget_object<V>(seen: &mut ShrinkingMap<String, V>, uid: &str) {
     if uid.is_empty() {
         return;
     }
     seen.retain(|key, _| !(key.starts_with(uid) && key.as_bytes().get(uid.len()) == Some(&b'/')));
-    crate::heap::shrink_sparse(seen);
 }
 
 impl EventRecorder {
@@ -258,7 +257,7 @@ impl EventRecorder {
         let mut publisher = Publisher {
             client,
             node_name: node_name.to_string(),
-            seen: HashMap::new(),
+            seen: ShrinkingMap::new(),
         };
         tokio::spawn(async move {
             loop {
@@ -425,7 +424,7 @@ mod tests {
             },
             at: Timestamp::UNIX_EPOCH,
         };
-        let mut seen: HashMap<String, ()> = HashMap::new();
+        let mut seen: ShrinkingMap<String, ()> = ShrinkingMap::new();
         for (uid, reason) in [
             ("u1", "Pulled"),
             ("u1", "Started"),

@@ -20,9 +20,90 @@ pub fn shrunk_capacity(len: usize, capacity: usize) -> Option<usize> {
 }
 
 /// Shrinks `map` after removals if it is mostly empty ([`shrunk_capacity`]).
-pub fn shrink_sparse<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
+fn shrink_sparse<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
     if let Some(to) = shrunk_capacity(map.len(), map.capacity()) {
         map.shrink_to(to);
+    }
+}
+
+/// A `HashMap` of what deckhand keeps per pod or per container, which gives its spare room back
+/// by itself: every removal ([`Self::remove`], [`Self::retain`]) shrinks it when it is mostly
+/// empty ([`shrunk_capacity`]). Reads go through `Deref` to the `HashMap`; there is no
+/// `DerefMut`, so no removal can skip the shrink.
+#[derive(Debug)]
+pub struct ShrinkingMap<K, V>(HashMap<K, V>);
+
+impl<K, V> Default for ShrinkingMap<K, V> {
+    fn default() -> Self {
+        Self(HashMap::new())
+    }
+}
+
+impl<K, V> std::ops::Deref for ShrinkingMap<K, V> {
+    type Target = HashMap<K, V>;
+    fn deref(&self) -> &HashMap<K, V> {
+        &self.0
+    }
+}
+
+impl<K: Eq + Hash, V> FromIterator<(K, V)> for ShrinkingMap<K, V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        Self(HashMap::from_iter(iter))
+    }
+}
+
+impl<K: Eq + Hash, V> ShrinkingMap<K, V> {
+    /// An empty map (no allocation until the first insert).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `HashMap::insert`.
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
+        self.0.insert(key, value)
+    }
+
+    /// `HashMap::entry`.
+    pub fn entry(&mut self, key: K) -> std::collections::hash_map::Entry<'_, K, V> {
+        self.0.entry(key)
+    }
+
+    /// `HashMap::get_mut`.
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.0.get_mut(key)
+    }
+
+    /// `HashMap::values_mut`.
+    pub fn values_mut(&mut self) -> std::collections::hash_map::ValuesMut<'_, K, V> {
+        self.0.values_mut()
+    }
+
+    /// Removes `key`, then shrinks the map if it is mostly empty.
+    pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let removed = self.0.remove(key);
+        if removed.is_some() {
+            shrink_sparse(&mut self.0);
+        }
+        removed
+    }
+
+    /// Keeps the entries `keep` says yes to, then shrinks the map if it is mostly empty.
+    pub fn retain(&mut self, keep: impl FnMut(&K, &mut V) -> bool) {
+        self.0.retain(keep);
+        shrink_sparse(&mut self.0);
+    }
+
+    /// Removes every entry and gives the whole table back.
+    pub fn clear(&mut self) {
+        self.0 = HashMap::new();
     }
 }
 
@@ -49,17 +130,31 @@ mod tests {
 
     #[test]
     fn removing_entries_one_by_one_shrinks_the_table_a_few_times() {
-        let mut m: HashMap<u32, [u8; 64]> = (0..248).map(|i| (i, [0; 64])).collect();
+        let mut m: ShrinkingMap<u32, [u8; 64]> = (0..248).map(|i| (i, [0; 64])).collect();
         let full = m.capacity();
         let mut shrinks = 0;
         for i in 0..248 {
-            m.remove(&i);
             let before = m.capacity();
-            shrink_sparse(&mut m);
+            assert!(m.remove(&i).is_some());
             shrinks += usize::from(m.capacity() < before);
         }
         assert!(full >= 4 * SHRINK_MIN_CAPACITY, "{full}");
         assert!(m.capacity() < SHRINK_MIN_CAPACITY, "{}", m.capacity());
         assert!((1..=4).contains(&shrinks), "{shrinks} shrinks");
+    }
+
+    #[test]
+    fn retain_and_clear_give_the_room_back() {
+        let mut m: ShrinkingMap<u32, u32> = (0..1000).map(|i| (i, i)).collect();
+        m.retain(|k, _| *k < 10);
+        assert_eq!(m.len(), 10);
+        assert!(m.capacity() < SHRINK_MIN_CAPACITY, "{}", m.capacity());
+        // a removal of a key that is not there leaves the map as it is
+        let mut small: ShrinkingMap<u32, u32> = (0..100).map(|i| (i, i)).collect();
+        let cap = small.capacity();
+        assert_eq!(small.remove(&1000), None);
+        assert_eq!(small.capacity(), cap);
+        small.clear();
+        assert_eq!((small.len(), small.capacity()), (0, 0));
     }
 }

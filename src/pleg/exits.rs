@@ -12,7 +12,7 @@
 //! 1.7+), after the CRI plugin's update; containerd 1.6 has no CRI events.
 
 use crate::cri::api;
-use std::collections::HashMap;
+use crate::heap::ShrinkingMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 // tokio's clock, so a record's age follows paused time in the component tests (it is the real
@@ -48,7 +48,7 @@ pub struct RecordedExit {
 /// shared map).
 #[derive(Clone, Default)]
 pub struct RecordedExits {
-    inner: Arc<Mutex<HashMap<String, (RecordedExit, Instant)>>>,
+    inner: Arc<Mutex<ShrinkingMap<String, (RecordedExit, Instant)>>>,
 }
 
 impl RecordedExits {
@@ -103,7 +103,6 @@ impl RecordedExits {
     pub fn forget(&self, id: &str) {
         let mut g = self.inner.lock().unwrap();
         g.remove(id);
-        crate::heap::shrink_sparse(&mut g);
     }
 
     /// After a relist: forgets the records of containers CRI shows exited (`exited(id)`) and of
@@ -119,7 +118,6 @@ impl RecordedExits {
                 now.duration_since(*at) < ORPHAN_RECORD_TTL
             }
         });
-        crate::heap::shrink_sparse(&mut g);
     }
 
     /// How many records are held.

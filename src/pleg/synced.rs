@@ -17,6 +17,7 @@
 //! sandboxes and containers are exactly the recorded ones ([`relist_wakes`]). Anything else,
 //! a state the worker did not see or a worker that recorded nothing, wakes it as before.
 
+use crate::heap::ShrinkingMap;
 use crate::pod::runtime::{ContainerState, PodRuntimeStatus};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -37,7 +38,7 @@ pub type PodObjects = BTreeMap<String, i32>;
 /// shared map).
 #[derive(Clone, Default)]
 pub struct SyncedStates {
-    inner: Arc<Mutex<HashMap<String, PodObjects>>>,
+    inner: Arc<Mutex<ShrinkingMap<String, PodObjects>>>,
 }
 
 impl SyncedStates {
@@ -53,7 +54,6 @@ impl SyncedStates {
     pub fn forget(&self, uid: &str) {
         let mut g = self.inner.lock().unwrap();
         g.remove(uid);
-        crate::heap::shrink_sparse(&mut g);
     }
 
     /// What the worker of pod `uid` recorded, if anything.
@@ -66,7 +66,6 @@ impl SyncedStates {
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
         let mut g = self.inner.lock().unwrap();
         g.retain(|uid, _| keep(uid));
-        crate::heap::shrink_sparse(&mut g);
     }
 
     /// How many pods have a record.

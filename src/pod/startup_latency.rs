@@ -17,8 +17,9 @@
 //! [`tracker`] is the process-wide instance the source, the image puller and the status manager
 //! share.
 
+use crate::heap::ShrinkingMap;
 use k8s_openapi::api::core::v1::Pod;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -47,13 +48,13 @@ struct PerPod {
 
 #[derive(Debug, Default)]
 struct State {
-    pods: HashMap<String, PerPod>,
+    pods: ShrinkingMap<String, PerPod>,
     excluded: HashSet<String>,
     first_network_pod_seen: bool,
     /// When this kubelet first saw each pod (for `kubelet_pod_start_duration_seconds`).
-    first_seen: HashMap<String, SystemTime>,
+    first_seen: ShrinkingMap<String, SystemTime>,
     /// The phase of the last status generated for each pod.
-    last_phase: HashMap<String, String>,
+    last_phase: ShrinkingMap<String, String>,
 }
 
 /// The tracker (k/k `basicPodStartupLatencyTracker`).
@@ -201,9 +202,6 @@ impl PodStartupLatencyTracker {
         st.excluded.remove(uid);
         st.first_seen.remove(uid);
         st.last_phase.remove(uid);
-        crate::heap::shrink_sparse(&mut st.pods);
-        crate::heap::shrink_sparse(&mut st.first_seen);
-        crate::heap::shrink_sparse(&mut st.last_phase);
     }
 }
 

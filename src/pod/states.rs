@@ -7,7 +7,6 @@
 //! up. After the first full sync of the pod sources, a UID that is absent belongs to a pod that
 //! no longer exists.
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 /// A pod's stage in its worker, as far as garbage collection cares.
@@ -26,7 +25,7 @@ pub enum WorkerState {
 
 #[derive(Debug, Default)]
 struct Inner {
-    pods: HashMap<String, WorkerState>,
+    pods: crate::heap::ShrinkingMap<String, WorkerState>,
     synced: bool,
 }
 
@@ -47,7 +46,6 @@ impl PodStates {
     pub fn remove(&self, uid: &str) {
         let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
         g.pods.remove(uid);
-        crate::heap::shrink_sparse(&mut g.pods);
     }
 
     /// Marks that the pod sources delivered their first full list: from now on an unknown UID

@@ -64,7 +64,7 @@ struct WorkerHandle {
 /// The dispatcher of pod updates and runtime events to pod workers.
 pub struct PodWorkers {
     pub(super) ctx: Arc<SyncContext>,
-    workers: HashMap<String, WorkerHandle>,
+    workers: crate::heap::ShrinkingMap<String, WorkerHandle>,
     done_tx: mpsc::UnboundedSender<String>,
     done_rx: mpsc::UnboundedReceiver<String>,
     /// Workers report here when they have stopped a pod the eviction manager evicts.
@@ -94,7 +94,7 @@ impl PodWorkers {
         let (evicted_tx, evicted_rx) = mpsc::unbounded_channel();
         Self {
             ctx,
-            workers: HashMap::new(),
+            workers: Default::default(),
             done_tx,
             done_rx,
             evicted_tx,
@@ -113,7 +113,6 @@ impl PodWorkers {
     /// Forgets the finished worker of `uid` and what was kept for its pod.
     pub(super) fn forget_worker(&mut self, uid: &str) {
         if let Some(h) = self.workers.remove(uid) {
-            crate::heap::shrink_sparse(&mut self.workers);
             if events_end_with_worker(&h.tx.borrow().pod) {
                 self.ctx.recorder.forget_object(uid);
             }

@@ -4,6 +4,7 @@
 //! went away, such as `state.waiting` when a container starts, is removed), and carries the pod
 //! UID in the patch so a pod deleted and re-created under the same name is never written to.
 
+use crate::heap::ShrinkingMap;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::api::{Api, Patch, PatchParams};
@@ -54,9 +55,9 @@ struct Inner {
     /// None in standalone mode: statuses are only kept here.
     client: Option<kube::Client>,
     /// Keyed by the UID written to (a static pod's mirror pod UID).
-    last_written: Mutex<HashMap<String, PodStatus>>,
+    last_written: Mutex<ShrinkingMap<String, PodStatus>>,
     /// The pod's resourceVersion our last write produced, by the UID written to.
-    written_rv: Mutex<HashMap<String, u64>>,
+    written_rv: Mutex<ShrinkingMap<String, u64>>,
     mirrors: crate::source::mux::MirrorUids,
     /// Static pods by their own UID, as last handed to [`StatusManager::write`]: what the
     /// periodic mirror reconcile ([`StatusManager::reconcile_mirrors`]) writes for.
@@ -284,8 +285,8 @@ impl StatusManager {
         Self {
             inner: Arc::new(Inner {
                 client,
-                last_written: Mutex::new(HashMap::new()),
-                written_rv: Mutex::new(HashMap::new()),
+                last_written: Default::default(),
+                written_rv: Default::default(),
                 mirrors: Default::default(),
                 statics: Mutex::new(HashMap::new()),
                 pending: Mutex::new(HashMap::new()),
@@ -638,7 +639,6 @@ impl StatusManager {
 
     /// Drops what is cached or queued for a pod that is gone.
     pub fn forget(&self, uid: &str) {
-        use crate::heap::shrink_sparse;
         // `pending` is drained by every write batch: its size does not follow the pod count.
         self.inner.pending.lock().unwrap().remove(uid);
         self.inner.statics.lock().unwrap().remove(uid);
@@ -649,8 +649,6 @@ impl StatusManager {
             last_written.remove(uid);
             written_rv.remove(uid);
         }
-        shrink_sparse(&mut last_written);
-        shrink_sparse(&mut written_rv);
     }
 }
 

@@ -161,16 +161,19 @@ cleanup_network() {
   fi
   rm -rf "/var/lib/cni/networks/$CNI_NAME" "/var/lib/cni/results/$CNI_NAME"-* 2>/dev/null || true
   ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && ip link del "$CNI_BRIDGE"
-  cleanup_cni_iptables
-  cleanup_kube_proxy_iptables
-  # guard chains
-  local hook chain
-  for hook in FORWARD:$GUARD_FWD OUTPUT:$GUARD_OUT INPUT:$GUARD_IN; do
-    chain=${hook#*:}; hook=${hook%%:*}
-    while ipt -D "$hook" -j "$chain" 2>/dev/null; do :; done
-    ipt -F "$chain" 2>/dev/null || true
-    ipt -X "$chain" 2>/dev/null || true
-  done
+  # without iptables (a machine hack/install-deps.sh has not set up yet) no chain of ours can exist
+  if command -v iptables >/dev/null 2>&1; then
+    cleanup_cni_iptables
+    cleanup_kube_proxy_iptables
+    # guard chains
+    local hook chain
+    for hook in FORWARD:$GUARD_FWD OUTPUT:$GUARD_OUT INPUT:$GUARD_IN; do
+      chain=${hook#*:}; hook=${hook%%:*}
+      while ipt -D "$hook" -j "$chain" 2>/dev/null; do :; done
+      ipt -F "$chain" 2>/dev/null || true
+      ipt -X "$chain" 2>/dev/null || true
+    done
+  fi
   ip route del blackhole "$SERVICE_CIDR" 2>/dev/null || true
   ip link show "$DUMMY_IF" >/dev/null 2>&1 && ip link del "$DUMMY_IF"
   if [ -s "$STATE/ip_forward.orig" ]; then

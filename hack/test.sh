@@ -170,6 +170,8 @@ run_e2e_modules() {
     mods+=("$1"); shift
   done
   for m in "${mods[@]}"; do
+    # a name with no module would match no test and pass
+    [ -f "tests/e2e/$m.rs" ] || { echo "error: no test module tests/e2e/$m.rs (hack/test.sh)" | tee -a "$log"; rc=1; continue; }
     cargo test --profile "$PROFILE" --test e2e -- "$m::" "${extra[@]}" 2>&1 | tee -a "$log" || rc=1
   done
   return "$rc"

@@ -63,9 +63,10 @@ impl<K: Eq + Hash, V> ShrinkingMap<K, V> {
         self.0.insert(key, value)
     }
 
-    /// `HashMap::entry`.
-    pub fn entry(&mut self, key: K) -> std::collections::hash_map::Entry<'_, K, V> {
-        self.0.entry(key)
+    /// The value of `key`, inserted from `make` first if there is none (`entry().or_insert_with`;
+    /// the entry itself is not handed out, as its `remove` would skip the shrink).
+    pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
+        self.0.entry(key).or_insert_with(make)
     }
 
     /// `HashMap::get_mut`.
@@ -75,11 +76,6 @@ impl<K: Eq + Hash, V> ShrinkingMap<K, V> {
         Q: Hash + Eq + ?Sized,
     {
         self.0.get_mut(key)
-    }
-
-    /// `HashMap::values_mut`.
-    pub fn values_mut(&mut self) -> std::collections::hash_map::ValuesMut<'_, K, V> {
-        self.0.values_mut()
     }
 
     /// Removes `key`, then shrinks the map if it is mostly empty.

@@ -75,13 +75,15 @@ impl RecordedExits {
                 m.remove(&oldest);
             }
         }
-        let e = m.entry(id.to_string()).or_insert((
-            RecordedExit {
-                exit: None,
-                oom: false,
-            },
-            Instant::now(),
-        ));
+        let e = m.get_or_insert_with(id.to_string(), || {
+            (
+                RecordedExit {
+                    exit: None,
+                    oom: false,
+                },
+                Instant::now(),
+            )
+        });
         f(&mut e.0);
     }
 

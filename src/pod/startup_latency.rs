@@ -87,7 +87,7 @@ impl PodStartupLatencyTracker {
     pub fn observed_pod_on_watch(&self, pod: &Pod, when: SystemTime) -> Option<StartupObservation> {
         let uid = uid(pod);
         let mut st = self.state.lock().unwrap();
-        st.first_seen.entry(uid.clone()).or_insert(when);
+        st.first_seen.get_or_insert_with(uid.clone(), || when);
         if matches!(phase(pod), "Failed" | "Succeeded") {
             st.pods.remove(&uid);
             return None;
@@ -176,7 +176,7 @@ impl PodStartupLatencyTracker {
     /// from files, not the watch).
     pub fn record_first_seen(&self, uid: &str, now: SystemTime) {
         let mut st = self.state.lock().unwrap();
-        st.first_seen.entry(uid.to_string()).or_insert(now);
+        st.first_seen.get_or_insert_with(uid.to_string(), || now);
     }
 
     /// A status with `phase` was generated for pod `uid`: returns the time since the pod was

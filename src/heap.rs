@@ -132,7 +132,10 @@ mod tests {
         for i in 0..248 {
             let before = m.capacity();
             assert!(m.remove(&i).is_some());
-            shrinks += usize::from(m.capacity() < before);
+            // A removal that leaves a tombstone lowers `capacity()` by one without giving any
+            // room back (where it does depends on the random hash seed); a shrink lowers it by
+            // far more.
+            shrinks += usize::from(m.capacity() + 1 < before);
         }
         assert!(full >= 4 * SHRINK_MIN_CAPACITY, "{full}");
         assert!(m.capacity() < SHRINK_MIN_CAPACITY, "{}", m.capacity());

@@ -7,16 +7,15 @@
 //! counts stay exact. Added nodes carry a NoSchedule taint that only the test's own pods tolerate,
 //! so no other pod ever lands on a node without a kubelet; they are deleted at the end.
 
+use crate::common::{client, env, kubectl};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Serializes the tests that depend on the number of nodes.
@@ -28,69 +27,6 @@ const FAKE_TAINT_KEY: &str = "deckhand.e2e/fake-node";
 // ---------------------------------------------------------------------------------------------
 // cluster access
 // ---------------------------------------------------------------------------------------------
-
-struct Env {
-    vars: BTreeMap<String, String>,
-}
-
-impl Env {
-    fn get(&self, k: &str) -> &str {
-        self.vars
-            .get(k)
-            .unwrap_or_else(|| panic!("{k} is missing from _output/local-up/env"))
-    }
-}
-
-fn env() -> &'static Env {
-    static ENV: OnceLock<Env> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("_output/local-up/env");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!(
-                "the local cluster is not up: run hack/local-up.sh first ({}: {e})",
-                path.display()
-            )
-        });
-        let vars = text
-            .lines()
-            .filter(|l| !l.trim_start().starts_with('#'))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
-            .collect();
-        Env { vars }
-    })
-}
-
-async fn client() -> kube::Client {
-    let path = env().get("KUBECONFIG");
-    let kc = kube::config::Kubeconfig::read_from(path)
-        .unwrap_or_else(|e| panic!("the local cluster is not up: reading {path}: {e}"));
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("loading {path}: {e}"));
-    let client = kube::Client::try_from(cfg).expect("API client");
-    if let Err(e) = client.apiserver_version().await {
-        panic!("the local cluster is not up: run hack/local-up.sh first (API server: {e})");
-    }
-    client
-}
-
-fn kubectl(args: &[&str]) -> String {
-    let out = Command::new(env().get("KUBECTL"))
-        .arg("--kubeconfig")
-        .arg(env().get("KUBECONFIG"))
-        .args(args)
-        .output()
-        .expect("running kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl {} failed: {}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Panics unless hack/local-up.sh's deckhand-scheduler runs (its pid file names a live process).
 fn require_scheduler() {

@@ -279,12 +279,33 @@ mod tests {
         Ok((l.flags, l.kubelet, l.warnings))
     }
 
-    fn temp_config(name: &str, body: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("deckhand-config-test-{}", std::process::id()));
+    /// A configuration file of one test, in a directory of its own that goes when it is dropped.
+    struct TempConfig(PathBuf);
+
+    impl std::ops::Deref for TempConfig {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempConfig {
+        fn drop(&mut self) {
+            if let Some(dir) = self.0.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
+    fn temp_config(name: &str, body: &str) -> TempConfig {
+        let dir = std::env::temp_dir().join(format!(
+            "deckhand-config-test-{}-{name}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join(name);
         std::fs::write(&p, body).unwrap();
-        p
+        TempConfig(p)
     }
 
     const FILE: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\

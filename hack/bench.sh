@@ -19,8 +19,11 @@
 #                                   operation's mean from the kubelet's own metrics), container
 #                                   exit → phase Failed (exit time from containerd's /tasks/exit
 #                                   event); then a table of the medians with the ratio
-#                                   deckhand / Go, the load average before each round, and the
-#                                   issue-15 targets as multiples of the limits next to each round.
+#                                   deckhand / Go, the load average before each round, the
+#                                   issue-15 targets as multiples of the limits next to each round,
+#                                   and each 30-pod burst's CPU work (the whole machine's busy
+#                                   CPU seconds, of it the API server + etcd, the kubelet,
+#                                   containerd + CNI) against the machine's CPUs.
 #
 # --peer go runs deckhand's release build (hack/build-release.sh: the binary you ship), builds
 # the Go kubelet (hack/build-k8s.sh kubelet, cached), swaps the kubelets with
@@ -29,7 +32,9 @@
 # _output/bench/<time>/ (one JSON file per round, limit-<n>.json, report.txt).
 # Environment: BENCH_SETTLE_S (20), BENCH_IDLE_S (60), BENCH_BUSY_S (20) set the idle and busy
 # measurement windows; BENCH_QUIET_MAX_S (300) the longest wait, before the first round, for the
-# load average to fall below the number of CPUs.
+# load average to fall below the number of CPUs. BENCH_RAW_SANDBOXES_AT_ONCE (30) lets only that
+# many of the limit's raw burst run RunPodSandbox at a time (an experiment: the limit itself is
+# defined with all 30 at once).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -145,7 +145,7 @@ fn containerd_cpu_seconds() -> f64 {
 }
 
 /// The CPU seconds the whole machine has been busy so far, over all CPUs (`/proc/stat`: user,
-/// nice, system, irq, softirq and steal).
+/// nice, system, irq, softirq and steal, in clock ticks like /proc/<pid>/stat).
 fn machine_busy_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let ticks: Vec<f64> = stat
@@ -156,8 +156,11 @@ fn machine_busy_seconds() -> f64 {
         .skip(1)
         .filter_map(|v| v.parse().ok())
         .collect();
-    let busy: f64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| ticks.get(i)).sum();
-    busy / 100.0
+    let busy: f64 = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .filter_map(|&i| ticks.get(i))
+        .sum();
+    busy / clock_ticks()
 }
 
 fn threads(pid: i32) -> u64 {
@@ -1091,7 +1094,11 @@ fn report(files: &[String]) {
             "burst.control_plane_cpu_s",
             "s",
         ),
-        ("30 at once, containerd + CNI CPU", "burst.containerd_cpu_s", "s"),
+        (
+            "30 at once, containerd + CNI CPU",
+            "burst.containerd_cpu_s",
+            "s",
+        ),
         ("30 at once, machine CPU busy", "burst.machine_busy_s", "s"),
         ("one at a time, create→Running p50", "single.p50_ms", "ms"),
         ("one at a time, create→Running p99", "single.p99_ms", "ms"),

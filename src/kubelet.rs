@@ -224,6 +224,7 @@ impl Kubelet {
         );
         tracing::info!(node = %node_name, runtime = %version.runtime_name, runtime_version = %version.runtime_version, image_volumes, kubelet_version = %crate::kubelet_version(), "starting deckhand");
         let cgroup_driver = cgroup_driver(&kubelet, &cri).await?;
+        let cgroup_layout = crate::cm::CgroupLayout::new(cgroup_driver, &kubelet.cgroup_root);
 
         let eviction_thresholds = kubelet.eviction_thresholds().step("--eviction-hard")?;
         let cancel = CancellationToken::new();
@@ -243,7 +244,7 @@ impl Kubelet {
                 root_dir: flags.root_dir.clone(),
                 pod_logs_dir: std::path::PathBuf::from(&kubelet.pod_logs_dir),
                 node_name: node_name.clone(),
-                pod_cgroups: kubelet.cgroups_per_qos.then_some(cgroup_driver),
+                pod_cgroups: kubelet.cgroups_per_qos.then(|| cgroup_layout.clone()),
             },
             cri.clone(),
             recorder.clone(),
@@ -261,6 +262,8 @@ impl Kubelet {
             port: kubelet.port,
             labels,
             taints,
+            provider_id: kubelet.provider_id.clone(),
+            external_cloud_provider: flags.external_cloud_provider().map_err(StartError::msg)?,
             status_update_frequency: kubelet.node_status_update_frequency,
             status_report_frequency: kubelet.node_status_report_frequency,
             lease_duration_seconds: kubelet.node_lease_duration_seconds,
@@ -391,9 +394,13 @@ impl Kubelet {
                 .then(|| crate::source::ServiceLister::start(client.clone(), cancel.clone())),
             node_allocatable_milli: node_allocatable_milli(&kubelet, &host)?,
             dns: dns_settings(&kubelet, &node_ips),
-            cgroups: qos_cgroups(&kubelet, &host, cgroup_driver)?,
-            cgroup_driver,
+            cgroups: qos_cgroups(&kubelet, &host, &cgroup_layout).await?,
+            cgroup_layout,
             memory_capacity_bytes: host.memory_bytes as i64,
+            container_oom_group: crate::cm::container_oom_group(
+                cgroups_rs::hierarchies::is_cgroup2_unified_mode(),
+                kubelet.single_process_oom_kill,
+            ),
             pressure: Some(pressure.clone()),
             clock: Arc::new(crate::time::SystemClock),
             tasks: tasks.clone(),
@@ -811,23 +818,47 @@ async fn cgroup_driver(
 }
 
 /// With `--cgroups-per-qos` (the default), makes the kubepods hierarchy as the Go kubelet's
-/// container manager does at start-up: `kubepods` limited to capacity − reserved (node
-/// allocatable enforcement for pods), `kubepods/burstable`, `kubepods/besteffort`, named for
-/// `driver` ([`crate::cm::CgroupManager`] says how the systemd slices are made).
-fn qos_cgroups(
+/// container manager does at start-up: `cgroupRoot` checked to exist, then `kubepods` under it
+/// limited to capacity − reserved (node allocatable enforcement for pods), `kubepods/burstable`,
+/// `kubepods/besteffort`, named for the driver; under the systemd driver on a systemd host, as
+/// slice units through systemd's D-Bus API ([`crate::cm::CgroupManager`] says how).
+async fn qos_cgroups(
     kubelet: &KubeletConfiguration,
     host: &HostInfo,
-    driver: crate::cm::CgroupDriver,
+    layout: &crate::cm::CgroupLayout,
 ) -> Result<Option<crate::cm::CgroupManager>> {
     if !kubelet.cgroups_per_qos {
         return Ok(None);
     }
+    let driver = layout.driver;
+    let systemd = if driver == crate::cm::CgroupDriver::Systemd {
+        match crate::cm::systemd::SystemdSlices::connect().await {
+            Ok(s) => s.map(Arc::new),
+            Err(e) => {
+                // the Go kubelet fails here (libcontainer cannot reach systemd); the files
+                // still work, as on a host without systemd
+                tracing::warn!(error = %e, "systemd's D-Bus API does not answer; writing the pod slices' cgroup files without it");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let reserved = kubelet.reserved_milli().map_err(StartError::msg)?;
     let cpu = (host.num_cores as i128 * 1000 - reserved.get("cpu").copied().unwrap_or(0)).max(0);
     let mem = host.memory_bytes as i128 - reserved.get("memory").copied().unwrap_or(0) / 1000;
-    let cm = crate::cm::CgroupManager::new(driver).with_pod_pids_limit(kubelet.pod_pids_limit);
-    cm.ensure_qos_cgroups(cpu as i64, Some(mem.max(0) as i64))
-        .with_step(|| format!("creating the kubepods cgroups ({driver} driver)"))?;
+    let cm = crate::cm::CgroupManager::new(layout.clone())
+        .with_pod_pids_limit(kubelet.pod_pids_limit)
+        .with_systemd(systemd);
+    tracing::info!(cgroup_driver = %driver, cgroup_root = %layout.root.to_cgroupfs(), systemd_dbus = cm.uses_systemd_dbus(), "creating the kubepods cgroups");
+    let made = cm.clone();
+    tokio::task::spawn_blocking(move || {
+        made.validate_root()?;
+        made.ensure_qos_cgroups(cpu as i64, Some(mem.max(0) as i64))
+    })
+    .await
+    .map_err(|e| StartError::msg(e.to_string()))?
+    .with_step(|| format!("creating the kubepods cgroups ({driver} driver)"))?;
     Ok(Some(cm))
 }
 

@@ -164,6 +164,9 @@ fn vagrantfile_passes_vagrant_validate() {
         .args(["validate", "--ignore-provider"])
         .current_dir(&dir)
         .env("VAGRANT_CHECKPOINT_DISABLE", "1")
+        // the file provisioner's source must exist: this build's binary (the Vagrantfile's
+        // default, the release build, exists only after hack/build-release.sh)
+        .env("DECKHAND_BIN", env!("CARGO_BIN_EXE_deckhand"))
         .output()
         .expect("running vagrant (hack/install-deps.sh installs the vagrant package)");
     let text = format!(

@@ -92,6 +92,8 @@ nodeRegistration:
   imagePullPolicy: IfNotPresent
   kubeletExtraArgs:
   - {name: node-ip, value: "$KUBEADM_CP_IP"}
+  # the node namespace's scratch tmpfs (hack/node-ns.sh), not the default /var/lib/kubelet
+  - {name: root-dir, value: /var/lib/deckhand}
 timeouts:
   # two cores start etcd and kube-apiserver while every node pulls: more than the 1m default
   kubernetesAPICall: 2m0s
@@ -145,6 +147,7 @@ nodeRegistration:
   ignorePreflightErrors: [${KUBEADM_IGNORE}]
   kubeletExtraArgs:
   - {name: node-ip, value: "$(node_ip_of "$i")"}
+  - {name: root-dir, value: /var/lib/deckhand}
 EOF
 }
 

@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 /// Logs to stderr as text, or, when stderr is the journal (`$JOURNAL_STREAM`, i.e. deckhand runs
 /// as a systemd service), as structured journal entries: each span field becomes a journal field
 /// (`F_POD_NAMESPACE`, `F_POD_NAME`, `F_POD_UID`, ...), so `journalctl -u deckhand F_POD_NAME=web`
-/// works.
+/// works. `--logging-format=json` (`logging.format: json`) writes one JSON object a line to
+/// stderr instead, journal or not, as the Go kubelet's JSON format does.
 /// `directives` (RUST_LOG syntax) with kube's per-request failure lines switched off, unless
 /// they name kube_client themselves: its HTTP trace layer logs every failed API request at ERROR
 /// ("failed with error client error (Connect)"), about 400 lines in a one-minute API server
@@ -24,7 +25,7 @@ fn with_quiet_api_client(directives: &str) -> String {
     }
 }
 
-fn init_tracing(verbosity: u8) {
+fn init_tracing(verbosity: u8, format: &str) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let default = match verbosity {
@@ -35,6 +36,16 @@ fn init_tracing(verbosity: u8) {
     let directives = std::env::var("RUST_LOG")
         .unwrap_or_else(|_| format!("{default},kube=warn,tower=warn,hyper=warn,h2=warn"));
     let filter = tracing_subscriber::EnvFilter::new(with_quiet_api_client(&directives));
+    if format == "json" {
+        tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+        return;
+    }
     if deckhand::systemd::stderr_is_journal() {
         match tracing_journald::layer() {
             Ok(journald) => {
@@ -139,7 +150,7 @@ async fn run() -> Result<()> {
             std::process::exit(1);
         }
     };
-    init_tracing(kubelet.logging.verbosity);
+    init_tracing(kubelet.logging.verbosity, &kubelet.logging.format);
     for w in &warnings {
         tracing::warn!("{w}");
     }

@@ -1,13 +1,16 @@
 //! The cgroup manager (the Go kubelet's `pkg/kubelet/cm` cgroupManagerImpl and pod container
 //! manager): the I/O that creates, updates, lists and removes the kubepods hierarchy and pod
-//! cgroups through cgroups-rs, from the pure decisions in [`super`].
+//! cgroups through cgroups-rs (and, for the systemd driver on a systemd host, systemd's D-Bus
+//! API: [`super::systemd`]), from the pure decisions in [`super`].
 
+use super::systemd::{self as sd, SystemdSlices};
 use super::{
-    milli_cpu_to_shares, pod_cgroup_name, pod_pids_limit, pod_resource_config, pod_uid_of_cgroup,
-    qos_cgroup_name, CgroupDriver, CgroupError, CgroupName, ResourceConfig, MIN_SHARES,
+    milli_cpu_to_shares, pod_pids_limit, pod_resource_config, pod_uid_of_cgroup, CgroupDriver,
+    CgroupError, CgroupLayout, CgroupName, ResourceConfig, MIN_SHARES,
 };
 use crate::resource::QosClass;
 use k8s_openapi::api::core::v1::Pod;
+use std::sync::Arc;
 
 /// Every QoS class, each with its own level of pod cgroups.
 const QOS_CLASSES: [QosClass; 3] = [
@@ -37,24 +40,35 @@ fn remove_empty_cgroup_tree(dir: &std::path::Path) -> std::io::Result<()> {
 }
 
 /// Creates, updates and removes the kubepods hierarchy and pod cgroups through cgroups-rs
-/// (cgroup v1 or v2, detected by cgroups-rs), under either driver.
+/// (cgroup v1 or v2, detected by cgroups-rs), under either driver, below `cgroupRoot`
+/// ([`CgroupLayout`]).
 ///
-/// With the systemd driver the cgroups are the directories systemd would give the slices, laid
-/// out as libcontainer's systemd managers address them (`<mount>/<expanded parent
-/// slice>/<unit>`, e.g. `/sys/fs/cgroup/memory/kubepods.slice/kubepods-burstable.slice/
-/// kubepods-burstable-pod<uid_>.slice`), and deckhand writes them through cgroupfs itself
-/// instead of asking systemd over D-Bus for transient slice units with the limits as properties
-/// (what the Go kubelet does through libcontainer). So it works on hosts where PID 1 is not
-/// systemd (this project's CI); where it is, systemd learns the slices when runc (with
-/// `SystemdCgroup = true`) starts the containers' scopes in them, adopts the existing
-/// directories, and leaves the limits written here in place unless a slice unit of the same
-/// name sets its own.
-#[derive(Clone, Copy)]
+/// With the systemd driver the cgroups are the directories systemd gives the slices, laid out as
+/// libcontainer's systemd managers address them (`<mount>/<expanded parent slice>/<unit>`, e.g.
+/// `/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice`).
+/// Where systemd is the init system ([`Self::with_systemd`]) each is a transient slice unit
+/// started, updated and stopped through systemd's D-Bus API with its limits as unit properties,
+/// and the same limits are then written to the files, as the Go kubelet does through
+/// libcontainer (`Apply(-1)`, `Set`, `Destroy`). Where it is not (this project's namespace
+/// nodes), the files are written alone.
+#[derive(Clone)]
 pub struct CgroupManager {
     hierarchy: fn() -> Box<dyn cgroups_rs::Hierarchy>,
-    driver: CgroupDriver,
+    layout: CgroupLayout,
     /// `pids.max` of every pod cgroup ([`pod_pids_limit`]).
     pod_pids_limit: Option<i64>,
+    /// systemd's D-Bus API, for the systemd driver on a systemd host.
+    systemd: Option<Arc<SystemdSlices>>,
+}
+
+impl std::fmt::Debug for CgroupManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CgroupManager")
+            .field("layout", &self.layout)
+            .field("pod_pids_limit", &self.pod_pids_limit)
+            .field("systemd", &self.systemd.is_some())
+            .finish()
+    }
 }
 
 /// The host's cgroup hierarchy (`cgroups_rs::hierarchies::auto`), with cgroup v1's mount table
@@ -73,18 +87,33 @@ fn host_hierarchy() -> Box<dyn cgroups_rs::Hierarchy> {
 
 impl Default for CgroupManager {
     fn default() -> Self {
-        CgroupManager::new(CgroupDriver::Cgroupfs)
+        CgroupManager::new(CgroupLayout::default())
     }
 }
 
 impl CgroupManager {
-    /// A manager for `driver` on the host's cgroup hierarchy.
-    pub fn new(driver: CgroupDriver) -> Self {
+    /// A manager for `layout` on the host's cgroup hierarchy, writing the cgroup files itself.
+    pub fn new(layout: CgroupLayout) -> Self {
         CgroupManager {
             hierarchy: host_hierarchy,
-            driver,
+            layout,
             pod_pids_limit: None,
+            systemd: None,
         }
+    }
+
+    /// The same manager, making its cgroups as systemd slices through `systemd` (ignored
+    /// unless the driver is systemd).
+    pub fn with_systemd(self, systemd: Option<Arc<SystemdSlices>>) -> Self {
+        CgroupManager {
+            systemd: systemd.filter(|_| self.layout.driver == CgroupDriver::Systemd),
+            ..self
+        }
+    }
+
+    /// Whether the slices go through systemd's D-Bus API.
+    pub fn uses_systemd_dbus(&self) -> bool {
+        self.systemd.is_some()
     }
 
     /// The same manager, limiting every pod cgroup to `podPidsLimit` tasks
@@ -98,23 +127,90 @@ impl CgroupManager {
 
     /// The driver the cgroup names are laid out for.
     pub fn driver(&self) -> CgroupDriver {
-        self.driver
+        self.layout.driver
+    }
+
+    /// Where the cgroups go.
+    pub fn layout(&self) -> &CgroupLayout {
+        &self.layout
     }
 
     /// The path of `name` below the hierarchy root (no leading `/`), as cgroups-rs takes it.
     fn rel(&self, name: &CgroupName) -> String {
-        name.literal(self.driver)
+        self.layout
+            .literal(name)
             .trim_start_matches('/')
             .to_string()
     }
 
+    /// Checks that `cgroupRoot` exists (k/k `NewContainerManager`: `cgroupManager.Validate`
+    /// of the root before `kubepods` is made in it): its directory in the unified hierarchy,
+    /// or in the `cpu` and `memory` ones of cgroup v1. The root itself always exists.
+    ///
+    /// Errors: [`CgroupError::Cgroup`] naming the missing directory.
+    pub fn validate_root(&self) -> Result<(), CgroupError> {
+        if self.layout.root.components().is_empty() {
+            return Ok(());
+        }
+        let h = (self.hierarchy)();
+        let rel = self.rel(&self.layout.root);
+        let dirs: Vec<std::path::PathBuf> = if h.v2() {
+            vec![h.root().join(&rel)]
+        } else {
+            ["cpu", "memory"]
+                .iter()
+                .map(|c| h.root().join(c).join(&rel))
+                .collect()
+        };
+        match dirs.iter().find(|d| !d.is_dir()) {
+            None => Ok(()),
+            Some(d) => Err(CgroupError::Cgroup {
+                path: rel.clone(),
+                message: format!(
+                    "cgroup-root {:?} doesn't exist ({} is missing); create it first (for the systemd driver: a slice unit, e.g. `systemctl start {}`)",
+                    self.layout.root.to_cgroupfs(),
+                    d.display(),
+                    sd::slice_unit(&self.layout.root).0
+                ),
+            }),
+        }
+    }
+
+    /// Makes cgroup `name` with `rc`: through systemd first when it manages the slices, then
+    /// the files.
     fn build(&self, name: &CgroupName, rc: &ResourceConfig) -> Result<(), CgroupError> {
+        let v2 = (self.hierarchy)().v2();
+        let files = match &self.systemd {
+            Some(systemd) => {
+                let (unit, parent) = sd::slice_unit(name);
+                systemd
+                    .ensure(&unit, &parent, rc, v2)
+                    .map_err(|e| CgroupError::Cgroup {
+                        path: self.rel(name),
+                        message: e.to_string(),
+                    })?;
+                sd::files_config(rc)
+            }
+            None => rc.clone(),
+        };
+        self.write_files(name, &files, v2)
+    }
+
+    /// Writes `rc` to the files of cgroup `name` (made if missing) through cgroups-rs; on
+    /// cgroup v2 the shares become `cpu.weight` ([`sd::cpu_shares_to_weight`]).
+    fn write_files(
+        &self,
+        name: &CgroupName,
+        rc: &ResourceConfig,
+        v2: bool,
+    ) -> Result<(), CgroupError> {
         use cgroups_rs::cgroup_builder::CgroupBuilder;
         let path = self.rel(name);
         let mut b = CgroupBuilder::new(&path);
         let mut cpu = b.cpu();
         if let Some(s) = rc.cpu_shares {
-            cpu = cpu.shares(s);
+            // cgroups-rs writes the number it is given to cpu.weight on v2
+            cpu = cpu.shares(if v2 { sd::cpu_shares_to_weight(s) } else { s });
         }
         if let Some(p) = rc.cpu_period {
             cpu = cpu.period(p);
@@ -152,7 +248,7 @@ impl CgroupManager {
         allocatable_memory: Option<i64>,
     ) -> Result<(), CgroupError> {
         self.build(
-            &qos_cgroup_name(QosClass::Guaranteed),
+            &self.layout.qos(QosClass::Guaranteed),
             &ResourceConfig {
                 cpu_shares: Some(milli_cpu_to_shares(allocatable_milli_cpu)),
                 memory_limit: allocatable_memory,
@@ -160,11 +256,11 @@ impl CgroupManager {
             },
         )?;
         self.build(
-            &qos_cgroup_name(QosClass::Burstable),
+            &self.layout.qos(QosClass::Burstable),
             &ResourceConfig::default(),
         )?;
         self.build(
-            &qos_cgroup_name(QosClass::BestEffort),
+            &self.layout.qos(QosClass::BestEffort),
             &ResourceConfig {
                 cpu_shares: Some(MIN_SHARES),
                 ..Default::default()
@@ -179,7 +275,7 @@ impl CgroupManager {
             pids_limit: self.pod_pids_limit,
             ..pod_resource_config(pod)
         };
-        self.build(&pod_cgroup_name(pod)?, &rc)
+        self.build(&self.layout.pod(pod)?, &rc)
     }
 
     /// Sets the pod's cgroup to `rc` during an in-place resize (k/k podContainerManager
@@ -191,7 +287,7 @@ impl CgroupManager {
             memory_limit: Some(rc.memory_limit.unwrap_or(-1)),
             ..rc.clone()
         };
-        self.build(&pod_cgroup_name(pod)?, &full)
+        self.build(&self.layout.pod(pod)?, &full)
     }
 
     /// The pod UIDs that have a pod cgroup under any QoS class (read from the `cpu` hierarchy on
@@ -208,7 +304,7 @@ impl CgroupManager {
         let roots: Vec<std::path::PathBuf> =
             std::iter::once(root).chain(self.unified_root()).collect();
         for (root, qos) in roots.iter().flat_map(|r| QOS_CLASSES.map(|q| (r, q))) {
-            let dir = root.join(self.rel(&qos_cgroup_name(qos)));
+            let dir = root.join(self.rel(&self.layout.qos(qos)));
             let Ok(rd) = std::fs::read_dir(&dir) else {
                 continue;
             };
@@ -236,7 +332,7 @@ impl CgroupManager {
     /// A cgroup that does not exist is not an error.
     pub fn remove_pod_cgroup(&self, uid: &str) -> Result<(), CgroupError> {
         for qos in QOS_CLASSES {
-            let Ok(name) = qos_cgroup_name(qos).child(&format!("pod{uid}")) else {
+            let Ok(name) = self.layout.pod_of(qos, uid) else {
                 continue;
             };
             let path = self.rel(&name);
@@ -247,6 +343,18 @@ impl CgroupManager {
             {
                 continue;
             }
+            if let Some(systemd) = &self.systemd {
+                // systemd removes the slice's cgroup when it stops; the files below go after
+                systemd
+                    .stop(&sd::slice_unit(&name).0)
+                    .map_err(|e| CgroupError::Cgroup {
+                        path: path.clone(),
+                        message: e.to_string(),
+                    })?;
+                if !h.root().join(&path).exists() {
+                    continue;
+                }
+            }
             let cg = cgroups_rs::Cgroup::load(h, path.as_str());
             cg.delete().map_err(|e| CgroupError::Cgroup {
                 path: path.clone(),
@@ -256,7 +364,7 @@ impl CgroupManager {
         // the pod's directory in the v2 tree of a hybrid host, which cgroups-rs does not manage
         if let Some(unified) = self.unified_root() {
             for qos in QOS_CLASSES {
-                let Ok(name) = qos_cgroup_name(qos).child(&format!("pod{uid}")) else {
+                let Ok(name) = self.layout.pod_of(qos, uid) else {
                     continue;
                 };
                 let dir = unified.join(self.rel(&name));
@@ -289,9 +397,9 @@ mod tests {
                 "podPidsLimit {configured}"
             );
         }
-        let cm = CgroupManager::new(CgroupDriver::Cgroupfs);
+        let cm = CgroupManager::new(CgroupLayout::default());
         assert_eq!(cm.pod_pids_limit, None);
-        assert_eq!(cm.with_pod_pids_limit(64).pod_pids_limit, Some(64));
+        assert_eq!(cm.clone().with_pod_pids_limit(64).pod_pids_limit, Some(64));
         assert_eq!(cm.with_pod_pids_limit(-1).pod_pids_limit, None);
     }
 }

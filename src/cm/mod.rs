@@ -1,9 +1,11 @@
 //! The container manager's cgroup side (the Go kubelet's `pkg/kubelet/cm`): the `kubepods`
-//! hierarchy split by QoS class, one cgroup per pod under it, and the pod-level limits the Go
-//! kubelet sets (doc page "Node Allocatable", "Pod Quality of Service Classes"), under either
-//! cgroup driver.
+//! hierarchy split by QoS class under `cgroupRoot`, one cgroup per pod under it, and the pod-level
+//! limits the Go kubelet sets (doc page "Node Allocatable", "Pod Quality of Service Classes"),
+//! under either cgroup driver.
 //!
-//! Layout (driver-neutral [`CgroupName`]s, and their literal paths under each driver):
+//! Layout (driver-neutral [`CgroupName`]s, and their literal paths under each driver, with the
+//! default `cgroupRoot: /`; kind's `/kubelet` puts `kubelet/` in front: `/kubelet/kubepods`,
+//! `/kubelet.slice/kubelet-kubepods.slice`):
 //! ```text
 //! name                       cgroupfs                      systemd
 //! kubepods                   /kubepods                     /kubepods.slice
@@ -12,21 +14,29 @@
 //! kubepods/burstable/pod<u>  /kubepods/burstable/pod<u>    .../kubepods-burstable.slice/kubepods-burstable-pod<u_>.slice
 //! kubepods/besteffort        /kubepods/besteffort          /kubepods.slice/kubepods-besteffort.slice
 //! ```
-//! (`<uid_>`: the pod UID with `-` replaced by `_`.) `/kubepods` gets cpu.shares = allocatable
-//! cpu and memory limit = capacity − reserved, `besteffort` cpu.shares = 2. The pod cgroup is
-//! made before RunPodSandbox (whose `cgroup_parent` names its literal path, as the Go kubelet's
+//! (`<uid_>`: the pod UID with `-` replaced by `_`.) `kubepods` gets cpu.shares = allocatable
+//! cpu and memory limit = capacity − reserved, `besteffort` cpu.shares = 2 (on cgroup v2, the
+//! shares become `cpu.weight`, [`systemd::cpu_shares_to_weight`]). The pod cgroup is made before
+//! RunPodSandbox (whose `cgroup_parent` names its literal path, as the Go kubelet's
 //! `GetPodCgroupParent` does), with [`pod_resource_config`]'s limits; containerd/runc make the
-//! container cgroups below it. It is removed when the pod is cleaned up.
+//! container cgroups below it. It is removed when the pod is cleaned up. Under the systemd
+//! driver on a systemd host, each is a slice unit systemd starts and stops ([`systemd`]).
 //!
-//! The decisions are pure ([`CgroupName`] conversions, [`pod_resource_config`],
-//! [`milli_cpu_to_shares`], [`choose_cgroup_driver`], [`runtime_cgroup_driver`]); [`CgroupManager`] does the I/O with
-//! cgroups-rs. Requests, limits and the QoS class come from [`crate::resource`].
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | errors, the runtime's driver, shares and quota, the pod's [`ResourceConfig`] |
+//! | `name.rs` | [`CgroupName`], [`CgroupDriver`], [`CgroupLayout`] (pure) |
+//! | [`systemd`] | slice units and their properties (pure), systemd's D-Bus API |
+//! | `manager.rs` | [`CgroupManager`]: the I/O |
 
 use crate::resource::{self, qos_class, PodResourcesOptions, QosClass, CPU, MEMORY};
 use k8s_openapi::api::core::v1::Pod;
 
 mod manager;
+mod name;
+pub mod systemd;
 pub use manager::CgroupManager;
+pub use name::{expand_slice, pod_uid_of_cgroup, CgroupDriver, CgroupLayout, CgroupName};
 
 /// Smallest cpu.shares value (k/k `cm.MinShares`).
 pub const MIN_SHARES: u64 = 2;
@@ -63,204 +73,6 @@ pub enum CgroupError {
         /// What failed.
         message: String,
     },
-}
-
-/// The cgroup driver: how cgroup names map to paths, and who (the kubelet through cgroupfs, or
-/// systemd) owns them (KubeletConfiguration `cgroupDriver`; the default is `cgroupfs`, `kubeadm`
-/// writes `systemd`). The container runtime must use the same one (containerd: runc's
-/// `SystemdCgroup` option), see [`runtime_cgroup_driver`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CgroupDriver {
-    /// Plain cgroupfs paths (`/kubepods/burstable/pod<uid>`).
-    #[default]
-    Cgroupfs,
-    /// systemd slices (`/kubepods.slice/kubepods-burstable.slice/...`).
-    Systemd,
-}
-
-impl CgroupDriver {
-    /// Parses the configuration value (`cgroupfs` or `systemd`).
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "cgroupfs" => Some(CgroupDriver::Cgroupfs),
-            "systemd" => Some(CgroupDriver::Systemd),
-            _ => None,
-        }
-    }
-
-    /// The configuration value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CgroupDriver::Cgroupfs => "cgroupfs",
-            CgroupDriver::Systemd => "systemd",
-        }
-    }
-}
-
-impl std::fmt::Display for CgroupDriver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// systemd's slice unit suffix (k/k `systemdSuffix`).
-const SLICE_SUFFIX: &str = ".slice";
-
-/// A driver-neutral cgroup name: its components from the root, e.g. `["kubepods", "burstable",
-/// "pod<uid>"]` (k/k `cm.CgroupName`). The empty name is the root.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct CgroupName(Vec<String>);
-
-impl CgroupName {
-    /// The name with `components` below the root; a component may hold neither `/` nor `_`
-    /// (k/k `NewCgroupName`, which panics where this returns an error).
-    pub fn new<I, S>(components: I) -> Result<Self, CgroupError>
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        let mut v = vec![];
-        for c in components {
-            let c = c.into();
-            if c.is_empty() || c.contains('/') || c.contains('_') {
-                return Err(CgroupError::InvalidName { component: c });
-            }
-            v.push(c);
-        }
-        Ok(CgroupName(v))
-    }
-
-    /// This name with one more component.
-    pub fn child(&self, component: &str) -> Result<Self, CgroupError> {
-        CgroupName::new(self.0.iter().map(String::as_str).chain([component]))
-    }
-
-    /// The components.
-    pub fn components(&self) -> &[String] {
-        &self.0
-    }
-
-    /// The cgroupfs path: `/` + components joined by `/` (k/k `ToCgroupfs`).
-    pub fn to_cgroupfs(&self) -> String {
-        format!("/{}", self.0.join("/"))
-    }
-
-    /// The systemd form, expanded to the cgroupfs path systemd gives the slice (k/k `ToSystemd`):
-    /// each component's `-` becomes `_`, the components are joined by `-` into one slice name,
-    /// and [`expand_slice`] turns it into the path of nested slices:
-    /// `["kubepods", "burstable", "pod12-34"]` →
-    /// `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_34.slice`.
-    pub fn to_systemd(&self) -> String {
-        if self.0.is_empty() {
-            return "/".into();
-        }
-        let slice = self
-            .0
-            .iter()
-            .map(|p| p.replace('-', "_"))
-            .collect::<Vec<_>>()
-            .join("-")
-            + SLICE_SUFFIX;
-        // components are non-empty and hold no '/', so the slice is always valid
-        expand_slice(&slice).unwrap_or_else(|_| "/".into())
-    }
-
-    /// The literal cgroupfs path under `driver` (k/k `cgroupCommon.Name`: a cgroupfs path even
-    /// for the systemd driver).
-    pub fn literal(&self, driver: CgroupDriver) -> String {
-        match driver {
-            CgroupDriver::Cgroupfs => self.to_cgroupfs(),
-            CgroupDriver::Systemd => self.to_systemd(),
-        }
-    }
-
-    /// The name of a cgroupfs path (k/k `ParseCgroupfsToCgroupName`).
-    pub fn parse_cgroupfs(path: &str) -> Self {
-        CgroupName(
-            path.trim_start_matches('/')
-                .split('/')
-                .filter(|c| !c.is_empty())
-                .map(String::from)
-                .collect(),
-        )
-    }
-
-    /// The name of a systemd slice or its expanded path (k/k `ParseSystemdToCgroupName`): the
-    /// last path element without `.slice`, split at `-`, each `_` back to `-`.
-    pub fn parse_systemd(name: &str) -> Self {
-        let base = name.rsplit('/').next().unwrap_or(name);
-        let base = base.strip_suffix(SLICE_SUFFIX).unwrap_or(base);
-        if base.is_empty() || base == "-" {
-            return CgroupName::default();
-        }
-        CgroupName(base.split('-').map(|p| p.replace('_', "-")).collect())
-    }
-
-    /// The name of a literal path under `driver` (k/k `cgroupCommon.CgroupName`).
-    pub fn parse(driver: CgroupDriver, path: &str) -> Self {
-        match driver {
-            CgroupDriver::Cgroupfs => CgroupName::parse_cgroupfs(path),
-            CgroupDriver::Systemd => CgroupName::parse_systemd(path),
-        }
-    }
-}
-
-/// Expands a slice name into the cgroupfs path of its nested slices, as systemd lays them out
-/// (libcontainer `systemd.ExpandSlice`): `a-b-c.slice` → `/a.slice/a-b.slice/a-b-c.slice`,
-/// `-.slice` → `/`. A name without the suffix, with `/`, or with an empty component (`a--b`,
-/// `-a`) is refused.
-pub fn expand_slice(slice: &str) -> Result<String, CgroupError> {
-    let bad = || CgroupError::InvalidSlice {
-        slice: slice.to_string(),
-    };
-    let name = slice
-        .strip_suffix(SLICE_SUFFIX)
-        .filter(|n| !n.is_empty() && !slice.contains('/'))
-        .ok_or_else(bad)?;
-    if name == "-" {
-        return Ok("/".into());
-    }
-    let mut path = String::new();
-    let mut prefix = String::new();
-    for c in name.split('-') {
-        if c.is_empty() {
-            return Err(bad());
-        }
-        path.push('/');
-        path.push_str(&prefix);
-        path.push_str(c);
-        path.push_str(SLICE_SUFFIX);
-        prefix.push_str(c);
-        prefix.push('-');
-    }
-    Ok(path)
-}
-
-/// The name of the QoS class cgroup holding `qos` pods (k/k `qosContainersInfo`): `kubepods`
-/// itself for Guaranteed, `kubepods/burstable`, `kubepods/besteffort`.
-pub fn qos_cgroup_name(qos: QosClass) -> CgroupName {
-    let mut v = vec![KUBEPODS.to_string()];
-    match qos {
-        QosClass::Guaranteed => {}
-        QosClass::Burstable => v.push("burstable".into()),
-        QosClass::BestEffort => v.push("besteffort".into()),
-    }
-    CgroupName(v)
-}
-
-/// The name of a pod's cgroup (k/k `GetPodContainerName`): `pod<uid>` under its QoS class
-/// cgroup. A UID with `/` or `_` is refused.
-pub fn pod_cgroup_name(pod: &Pod) -> Result<CgroupName, CgroupError> {
-    qos_cgroup_name(qos_class(pod)).child(&format!("pod{}", crate::pod::uid(pod)))
-}
-
-/// The pod's cgroup parent as RunPodSandbox gets it: the literal path of
-/// [`pod_cgroup_name`] under `driver` (k/k `GetPodCgroupParent`), e.g.
-/// `/kubepods/burstable/pod1234-5678` or
-/// `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_5678.slice`
-/// (containerd, with `SystemdCgroup = true`, takes the last element as the slice).
-pub fn pod_cgroup_parent(pod: &Pod, driver: CgroupDriver) -> Result<String, CgroupError> {
-    Ok(pod_cgroup_name(pod)?.literal(driver))
 }
 
 /// The cgroup driver containerd's CRI plugin uses, read from the `config` entry of a verbose
@@ -462,29 +274,19 @@ pub fn pod_resource_config(pod: &Pod) -> ResourceConfig {
     }
 }
 
+/// Whether containers get `memory.oom.group = 1`, so that an OOM kill takes every process of the
+/// container, not only the largest (k/k `kubelet.go` and `generateLinuxContainerResources`): on
+/// cgroup v2 (`unified`) unless `singleProcessOOMKill` is true; never on cgroup v1, which has no
+/// such setting.
+pub fn container_oom_group(unified: bool, single_process_oom_kill: Option<bool>) -> bool {
+    unified && !single_process_oom_kill.unwrap_or(false)
+}
+
 /// The pod cgroup's `pids.max` for the configured `podPidsLimit`: a positive value is the
 /// limit, anything else (the default -1, or 0) leaves pods unlimited (k/k
 /// `podContainerManagerImpl.EnsureExists`, which sets `PidsLimit` only when `podPidsLimit > 0`).
 pub fn pod_pids_limit(configured: i64) -> Option<i64> {
     (configured > 0).then_some(configured)
-}
-
-/// The pod UID a pod cgroup's directory name stands for: `pod<uid>` (cgroupfs) or
-/// `kubepods-<qos>-pod<uid with _>.slice` / `kubepods-pod<uid>.slice` (systemd); `None` for
-/// anything else (the QoS directories themselves, a container's scope).
-pub fn pod_uid_of_cgroup(dir_name: &str) -> Option<String> {
-    let systemd = dir_name.strip_suffix(".slice");
-    let rest = match systemd {
-        Some(slice) => slice.rsplit('-').next()?,
-        None => dir_name,
-    };
-    let uid = rest.strip_prefix("pod")?;
-    let uid = if systemd.is_some() {
-        uid.replace('_', "-")
-    } else {
-        uid.to_string()
-    };
-    (!uid.is_empty() && uid.chars().all(|c| c.is_ascii_hexdigit() || c == '-')).then_some(uid)
 }
 
 #[cfg(test)]
@@ -538,25 +340,19 @@ mod tests {
     }
 
     #[test]
-    fn pod_cgroup_directory_names_give_their_pod_uid() {
-        let uid = "00babe0b-369b-4e7e-8e99-4d33c4bcf72b";
-        for (name, want) in [
-            (format!("pod{uid}"), Some(uid)),
-            (
-                format!("kubepods-burstable-pod{}.slice", uid.replace('-', "_")),
-                Some(uid),
-            ),
-            (
-                format!("kubepods-pod{}.slice", uid.replace('-', "_")),
-                Some(uid),
-            ),
-            ("burstable".to_string(), None),
-            ("kubepods-besteffort.slice".to_string(), None),
-            ("pod".to_string(), None),
-            ("podnot-a/uid".to_string(), None),
-            ("cri-containerd-abc.scope".to_string(), None),
+    fn containers_are_oom_killed_as_a_group_on_cgroup_v2_unless_told_otherwise() {
+        for (unified, single, want) in [
+            (true, None, true),
+            (true, Some(false), true),
+            (true, Some(true), false),
+            (false, None, false),
+            (false, Some(false), false),
         ] {
-            assert_eq!(pod_uid_of_cgroup(&name).as_deref(), want, "{name}");
+            assert_eq!(
+                container_oom_group(unified, single),
+                want,
+                "{unified} {single:?}"
+            );
         }
     }
 
@@ -596,7 +392,7 @@ mod tests {
             }
         );
         assert_eq!(
-            pod_cgroup_parent(&g, CgroupDriver::Cgroupfs).unwrap(),
+            CgroupLayout::default().pod_parent(&g).unwrap(),
             "/kubepods/podu1"
         );
         // one container without a memory limit: no pod memory limit
@@ -613,7 +409,7 @@ mod tests {
         assert_eq!(rc.cpu_quota, Some(30_000));
         assert_eq!(rc.memory_limit, None);
         assert_eq!(
-            pod_cgroup_parent(&b, CgroupDriver::Cgroupfs).unwrap(),
+            CgroupLayout::default().pod_parent(&b).unwrap(),
             "/kubepods/burstable/podu1"
         );
         let be = pod(vec![ctr("a", &[], &[])]);
@@ -625,7 +421,7 @@ mod tests {
             }
         );
         assert_eq!(
-            pod_cgroup_parent(&be, CgroupDriver::Cgroupfs).unwrap(),
+            CgroupLayout::default().pod_parent(&be).unwrap(),
             "/kubepods/besteffort/podu1"
         );
     }
@@ -706,117 +502,6 @@ mod tests {
                 memory_limit: Some(184 << 20),
                 pids_limit: None,
             }
-        );
-    }
-
-    #[test]
-    fn systemd_names_expand_to_nested_slices_with_dashes_escaped() {
-        let n = CgroupName::new(["kubepods", "burstable", "pod1234-abcd-5678-efgh"]).unwrap();
-        assert_eq!(
-            n.to_systemd(),
-            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_abcd_5678_efgh.slice"
-        );
-        assert_eq!(
-            n.to_cgroupfs(),
-            "/kubepods/burstable/pod1234-abcd-5678-efgh"
-        );
-        assert_eq!(CgroupName::default().to_systemd(), "/");
-        assert_eq!(CgroupName::default().to_cgroupfs(), "/");
-        assert_eq!(
-            CgroupName::new(["kubepods"]).unwrap().to_systemd(),
-            "/kubepods.slice"
-        );
-        assert_eq!(
-            CgroupName::new(["kubepods", "pod9-9"])
-                .unwrap()
-                .literal(CgroupDriver::Systemd),
-            "/kubepods.slice/kubepods-pod9_9.slice"
-        );
-    }
-
-    #[test]
-    fn cgroup_names_round_trip_through_both_drivers() {
-        for parts in [
-            vec!["kubepods"],
-            vec!["kubepods", "besteffort"],
-            vec!["kubepods", "burstable", "pod1234-abcd-5678-efgh"],
-            vec!["kubepods", "podf00d"],
-        ] {
-            let n = CgroupName::new(parts.clone()).unwrap();
-            for d in [CgroupDriver::Cgroupfs, CgroupDriver::Systemd] {
-                assert_eq!(CgroupName::parse(d, &n.literal(d)), n, "{parts:?} via {d}");
-            }
-        }
-        // the bare slice name parses too (what containerd keeps of the parent)
-        assert_eq!(
-            CgroupName::parse_systemd("kubepods-burstable-pod1234_5678.slice"),
-            CgroupName::new(["kubepods", "burstable", "pod1234-5678"]).unwrap()
-        );
-        assert_eq!(CgroupName::parse_systemd("/"), CgroupName::default());
-        assert_eq!(CgroupName::parse_cgroupfs("/"), CgroupName::default());
-    }
-
-    #[test]
-    fn cgroup_name_components_refuse_slash_and_underscore() {
-        assert!(matches!(
-            CgroupName::new(["kubepods", "a_b"]),
-            Err(CgroupError::InvalidName { .. })
-        ));
-        assert!(CgroupName::new(["a/b"]).is_err());
-        assert!(CgroupName::new([""]).is_err());
-        let mut p = pod(vec![ctr("a", &[], &[])]);
-        p.metadata.uid = Some("../../etc".into());
-        assert!(pod_cgroup_parent(&p, CgroupDriver::Cgroupfs).is_err());
-    }
-
-    #[test]
-    fn expand_slice_follows_libcontainer() {
-        assert_eq!(expand_slice("-.slice").unwrap(), "/");
-        assert_eq!(expand_slice("a.slice").unwrap(), "/a.slice");
-        assert_eq!(
-            expand_slice("a-b-c.slice").unwrap(),
-            "/a.slice/a-b.slice/a-b-c.slice"
-        );
-        for bad in [
-            ".slice",
-            "a",
-            "a--b.slice",
-            "-a.slice",
-            "a-.slice",
-            "a/b.slice",
-        ] {
-            assert!(expand_slice(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn pod_cgroup_parent_per_driver_and_qos_class() {
-        let mut g = pod(vec![ctr(
-            "a",
-            &[("cpu", "1"), ("memory", "1Gi")],
-            &[("cpu", "1"), ("memory", "1Gi")],
-        )]);
-        g.metadata.uid = Some("1234-5678".into());
-        let mut b = pod(vec![ctr("a", &[("cpu", "10m")], &[])]);
-        b.metadata.uid = Some("1234-5678".into());
-        let mut be = pod(vec![ctr("a", &[], &[])]);
-        be.metadata.uid = Some("1234-5678".into());
-        let sd = CgroupDriver::Systemd;
-        assert_eq!(
-            pod_cgroup_parent(&g, sd).unwrap(),
-            "/kubepods.slice/kubepods-pod1234_5678.slice"
-        );
-        assert_eq!(
-            pod_cgroup_parent(&b, sd).unwrap(),
-            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_5678.slice"
-        );
-        assert_eq!(
-            pod_cgroup_parent(&be, sd).unwrap(),
-            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1234_5678.slice"
-        );
-        assert_eq!(
-            pod_cgroup_parent(&be, CgroupDriver::Cgroupfs).unwrap(),
-            "/kubepods/besteffort/pod1234-5678"
         );
     }
 

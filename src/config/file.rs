@@ -121,6 +121,8 @@ pub struct ConfigFile {
     pub path: PathBuf,
     /// What it says.
     pub config: KubeletConfiguration,
+    /// The document as written (JSON), the base the `--config-dir` drop-ins are merged onto.
+    pub doc: serde_json::Map<String, Value>,
 }
 
 impl ConfigFile {
@@ -205,6 +207,63 @@ pub fn parse(text: &str, path: &Path, base: &Path) -> Result<ConfigFile, ConfigF
             kind: kind.into(),
         });
     }
+    decode(obj, path, base)
+}
+
+/// Reads a `--config-dir` drop-in: a KubeletConfiguration document as [`load`] reads one, except
+/// that a `null` (which removes a key when the drop-in is merged, [`merge_patch`]) is left out
+/// of the drop-in's own decoding (its fates are checked on what it sets); the document itself
+/// keeps it.
+///
+/// Errors: as [`load`].
+pub fn load_dropin(path: &Path) -> Result<ConfigFile, ConfigFileError> {
+    fn strip_nulls(m: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+        m.iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| match v {
+                Value::Object(o) => (k.clone(), Value::Object(strip_nulls(o))),
+                v => (k.clone(), v.clone()),
+            })
+            .collect()
+    }
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let base = path.parent().unwrap_or(Path::new("/"));
+    if text.trim().is_empty() {
+        return Err(ConfigFileError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    let doc: Value = yaml_value(&text).map_err(|message| ConfigFileError::Syntax {
+        path: path.to_path_buf(),
+        message,
+    })?;
+    let Value::Object(obj) = doc else {
+        return Err(ConfigFileError::Syntax {
+            path: path.to_path_buf(),
+            message: "the document is not a mapping".into(),
+        });
+    };
+    // JSON is YAML: the stripped document goes through the same checks (kind, fields)
+    let stripped = serde_json::to_string(&Value::Object(strip_nulls(&obj))).unwrap_or_default();
+    let mut f = parse(&stripped, path, base)?;
+    f.doc = obj;
+    Ok(f)
+}
+
+/// Decodes a KubeletConfiguration document already read as JSON (`apiVersion`/`kind` not
+/// checked). `path` names it in errors; relative paths are resolved against `base`.
+///
+/// Errors: [`ConfigFileError::UnknownField`], `Syntax` (a nested object given as something
+/// else), `Invalid`.
+pub fn decode(
+    obj: &serde_json::Map<String, Value>,
+    path: &Path,
+    base: &Path,
+) -> Result<ConfigFile, ConfigFileError> {
+    let p = || path.to_path_buf();
     let config = KubeletConfiguration::decode(obj, "", &Context { base: Some(base) }).map_err(
         |e| match e {
             DecodeError::UnknownField { field } => {
@@ -221,7 +280,75 @@ pub fn parse(text: &str, path: &Path, base: &Path) -> Result<ConfigFile, ConfigF
             },
         },
     )?;
-    Ok(ConfigFile { path: p(), config })
+    Ok(ConfigFile {
+        path: p(),
+        config,
+        doc: obj.clone(),
+    })
+}
+
+/// RFC 7386 JSON merge patch of `patch` onto `target`, as the Go kubelet merges each
+/// `--config-dir` drop-in onto the configuration (`jsonpatch.MergePatch`): objects merge key by
+/// key, `null` removes a key, anything else replaces.
+pub fn merge_patch(
+    target: &mut serde_json::Map<String, Value>,
+    patch: &serde_json::Map<String, Value>,
+) {
+    for (k, v) in patch {
+        match v {
+            Value::Null => {
+                target.remove(k);
+            }
+            Value::Object(p) => match target.get_mut(k) {
+                Some(Value::Object(t)) => merge_patch(t, p),
+                _ => {
+                    let mut t = serde_json::Map::new();
+                    merge_patch(&mut t, p);
+                    target.insert(k.clone(), Value::Object(t));
+                }
+            },
+            v => {
+                target.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// The drop-in files of a `--config-dir` directory, as the Go kubelet walks it
+/// (`mergeKubeletConfigurations`): every file named `*.conf` in it and its subdirectories, in
+/// lexical order of their walk (`filepath.WalkDir`); other files are skipped (the second list).
+///
+/// Errors: [`ConfigFileError::Read`] when the directory (or one below it) cannot be read.
+pub fn dropin_files(dir: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>), ConfigFileError> {
+    fn walk(
+        d: &Path,
+        conf: &mut Vec<PathBuf>,
+        skipped: &mut Vec<PathBuf>,
+    ) -> Result<(), ConfigFileError> {
+        let read = |source| ConfigFileError::Read {
+            path: d.to_path_buf(),
+            source,
+        };
+        let mut entries: Vec<_> = std::fs::read_dir(d)
+            .map_err(read)?
+            .collect::<Result<_, _>>()
+            .map_err(read)?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let p = e.path();
+            if e.file_type().map_err(read)?.is_dir() {
+                walk(&p, conf, skipped)?;
+            } else if p.extension().is_some_and(|x| x == "conf") {
+                conf.push(p);
+            } else {
+                skipped.push(p);
+            }
+        }
+        Ok(())
+    }
+    let (mut conf, mut skipped) = (Vec::new(), Vec::new());
+    walk(dir, &mut conf, &mut skipped)?;
+    Ok((conf, skipped))
 }
 
 #[cfg(test)]

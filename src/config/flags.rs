@@ -51,8 +51,9 @@ pub struct Flags {
     #[arg(long = "container-runtime-endpoint")]
     pub container_runtime_endpoint: Option<String>,
 
-    /// Directory for deckhand's files (pod directories, checkpoints). Go kubelet: /var/lib/kubelet.
-    #[arg(long = "root-dir", default_value = "/var/lib/deckhand")]
+    /// Directory for deckhand's files (pod directories and their volumes, plugin sockets,
+    /// certificates), the Go kubelet's: the place kubeadm, CSI drivers and node agents expect.
+    #[arg(long = "root-dir", default_value = "/var/lib/kubelet")]
     pub root_dir: PathBuf,
 
     /// Directory for pod logs (KubeletConfiguration `podLogsDir`).
@@ -211,9 +212,22 @@ pub struct Flags {
 
     /// KubeletConfiguration file (`kubelet.config.k8s.io/v1beta1`, what kubeadm writes to
     /// /var/lib/kubelet/config.yaml). Flags given on the command line override its fields.
-    /// deckhand only reads it; it has no flag of the Go kubelet's `--config-dir` drop-ins.
     #[arg(long = "config")]
     pub config: Option<PathBuf>,
+
+    /// Directory of KubeletConfiguration drop-ins (`*.conf`, this directory and those below it,
+    /// in lexical order), each merged onto `--config` as a JSON merge patch; flags still win
+    /// (the Go kubelet's `--config-dir`, GA).
+    #[arg(long = "config-dir")]
+    pub config_dir: Option<PathBuf>,
+
+    /// The cloud provider: empty for none, or `external` for an out-of-tree cloud controller
+    /// manager (the only cloud provider the Go kubelet has since v1.31). With `external` the Node
+    /// registers with the `node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule` taint
+    /// and the `alpha.kubernetes.io/provided-node-ip` annotation, and addresses the cloud
+    /// controller manager set are kept, as the Go kubelet does.
+    #[arg(long = "cloud-provider", default_value = "")]
+    pub cloud_provider: String,
 
     /// Bootstrap kubeconfig (a bootstrap token) used to obtain a client certificate through a
     /// `kubernetes.io/kube-apiserver-client-kubelet` CSR when `--kubeconfig` is missing or
@@ -541,7 +555,7 @@ impl Flags {
             .map(|(k, v)| format!("{k}<{v}"))
             .collect();
         defaults.push(("eviction_hard", Some(eviction.join(","))));
-        let mut cmd = <Flags as CommandFactory>::command();
+        let mut cmd = super::go_flags::add_to(<Flags as CommandFactory>::command());
         for (id, text) in defaults {
             let Some(text) = text else { continue };
             cmd = cmd.mut_arg(id, |a| {
@@ -599,6 +613,20 @@ impl Flags {
             ));
         }
         w
+    }
+
+    /// Whether the node runs with an external cloud provider (`--cloud-provider=external`).
+    ///
+    /// Errors: any other provider but none, as the Go kubelet refuses it since the in-tree
+    /// cloud providers are gone (cloud-provider `ErrorForDisabledProvider`).
+    pub fn external_cloud_provider(&self) -> Result<bool, ConfigError> {
+        match self.cloud_provider.as_str() {
+            "" => Ok(false),
+            "external" => Ok(true),
+            other => Err(ConfigError::Unsupported(format!(
+                "cloud provider {other:?} was specified, but built-in cloud providers are disabled. Please set --cloud-provider=external and migrate to an external cloud provider"
+            ))),
+        }
     }
 
     /// The node name: `--hostname-override`, else the hostname, lower-cased.
@@ -732,7 +760,7 @@ mod tests {
             "[default: 10s]",
             "[default: 110]",
             "[default: unix:///run/containerd/containerd.sock]",
-            "[default: /var/lib/deckhand]",
+            "[default: /var/lib/kubelet]",
             "[default: Webhook]",
             "memory.available<100Mi",
         ] {

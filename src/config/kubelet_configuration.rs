@@ -119,7 +119,11 @@ kubelet_section! {
         volume_stats_agg_period "volumeStatsAggPeriod": accepted(none, "volume usage is measured when stats are requested"),
         kubelet_cgroups "kubeletCgroups": accepted(none, "deckhand stays in the cgroup its service manager gives it"),
         system_cgroups "systemCgroups": accepted(none, "deckhand does not move system processes between cgroups"),
-        cgroup_root "cgroupRoot": refused(|v| is_str(v, ["/"]), "pod cgroups are always placed under the root cgroup"),
+        /// The cgroup the node's `kubepods` cgroup goes under (`--cgroup-root`), in cgroupfs form
+        /// whatever the driver: kind's `/kubelet` puts pods under `/kubelet/kubepods` (cgroupfs)
+        /// or `/kubelet.slice/kubelet-kubepods.slice` (systemd). It must exist
+        /// ([`crate::cm::CgroupManager::validate_root`]). Default `/`.
+        cgroup_root "cgroupRoot": honoured(String = "/".to_string(), Plain),
         /// Pod-level QoS cgroups (`kubepods/...`) are created and passed as cgroup parents
         /// (`--cgroups-per-qos`). Default true (a Go pointer: an explicit false is kept).
         cgroups_per_qos "cgroupsPerQOS": pointer(bool = true, Plain),
@@ -127,7 +131,10 @@ kubelet_section! {
         /// `cgroupfs`.
         cgroup_driver "cgroupDriver": honoured(String = "cgroupfs".to_string(), Plain),
         cpu_manager_policy "cpuManagerPolicy": refused(|v| is_str(v, ["none"]), "only the `none` CPU manager policy is implemented"),
-        single_process_oom_kill "singleProcessOOMKill": accepted(none, "the runtime's default OOM-kill grouping applies"),
+        /// On cgroup v2, an OOM kill takes only the process the kernel picks instead of every
+        /// process of the container (`memory.oom.group`, [`crate::cm::container_oom_group`]).
+        /// Unset: false on cgroup v2 (a Go pointer: only null is unset).
+        single_process_oom_kill "singleProcessOOMKill": pointer(Option<bool> = None, Plain),
         cpu_manager_policy_options "cpuManagerPolicyOptions": refused(none, "only the `none` CPU manager policy is implemented"),
         cpu_manager_reconcile_period "cpuManagerReconcilePeriod": accepted(none, "no CPU manager to reconcile (policy `none`)"),
         memory_manager_policy "memoryManagerPolicy": refused(|v| is_str(v, ["None"]), "only the `None` memory manager policy is implemented"),
@@ -203,7 +210,9 @@ kubelet_section! {
         enforce_node_allocatable "enforceNodeAllocatable": refused(|v| v.as_array().is_some_and(|a| a.iter().all(|x| is_str(x, ["pods", "none"]))), "only `pods` (or `none`) allocatable enforcement is implemented"),
         allowed_unsafe_sysctls "allowedUnsafeSysctls": accepted(none, "pod sysctls are passed to the runtime as given"),
         volume_plugin_dir "volumePluginDir": accepted(none, "FlexVolume plugins are not supported; the directory is not read"),
-        provider_id "providerID": refused(none, "spec.providerID is not set on registration"),
+        /// The node's ID in its cloud's machine database (`--provider-id`), written to
+        /// `spec.providerID` when the Node is registered. Default empty.
+        provider_id "providerID": honoured(String = String::new(), Plain),
         kernel_memcg_notification "kernelMemcgNotification": accepted(none, "memory pressure is observed by polling"),
         /// Logging (component-base `LoggingConfiguration`).
         logging "logging": section(LoggingConfiguration),
@@ -299,7 +308,10 @@ kubelet_section! {
 kubelet_section! {
     /// `logging` (component-base `LoggingConfiguration`).
     pub struct LoggingConfiguration {
-        format "format": accepted(|v| is_str(v, ["text"]), "deckhand logs text to stderr, or structured entries to journald under systemd"),
+        /// Log format (`--logging-format`): `text` (lines on stderr, or structured journal
+        /// entries when stderr is the journal) or `json` (one JSON object a line on stderr, as
+        /// the Go kubelet's JSON format). Default `text`.
+        format "format": honoured(String = "text".to_string(), Plain),
         flush_frequency "flushFrequency": accepted(none, "log lines are written as they happen"),
         /// Log verbosity (`--v`): 0 = info, 2+ = debug, 4+ = trace; capped at 10. RUST_LOG
         /// overrides it.
@@ -474,6 +486,18 @@ impl KubeletConfiguration {
                     self.container_runtime_endpoint
                 )));
             }
+        }
+        if !matches!(self.logging.format.as_str(), "text" | "json") {
+            return Err(ConfigError::Unsupported(format!(
+                "logging format {:?} (--logging-format): must be text or json",
+                self.logging.format
+            )));
+        }
+        if !self.cgroup_root.is_empty() && !self.cgroup_root.starts_with('/') {
+            return Err(ConfigError::Invalid(format!(
+                "cgroupRoot (--cgroup-root) {:?} must be an absolute cgroup path such as /kubelet",
+                self.cgroup_root
+            )));
         }
         if !matches!(self.cgroup_driver.as_str(), "cgroupfs" | "systemd") {
             return Err(ConfigError::Unsupported(format!(

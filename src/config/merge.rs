@@ -1,11 +1,17 @@
 //! The one place deckhand's configuration is put together, as the Go kubelet's
 //! `cmd/kubelet/app/server.go` does: the KubeletConfiguration file (or the Go defaults without
-//! `--config`), the fates of the fields it sets checked, every flag given on the command line set
-//! over it, the result validated ([`merge`], pure); [`load`] does the I/O around it.
+//! `--config`), then the `--config-dir` drop-ins merged onto it in order, then every flag given on
+//! the command line (the Go kubelet's flags deckhand has no typed flag for, [`super::go_flags`],
+//! then its own), the fates of the fields each layer sets checked and the result validated
+//! ([`merge_layers`], pure); [`load`] does the I/O around it.
 
+use super::fields::{flatten, go_zero, Fate, Section};
 use super::file::{self, ConfigFile};
+use super::go_flags::{self, GoFlagsPatch};
 use super::{ConfigError, Flags, KubeletConfiguration};
 use clap::{ArgMatches, FromArgMatches};
+use serde_json::Value;
+use std::path::Path;
 
 /// What start-up runs with.
 #[derive(Debug, Clone)]
@@ -32,20 +38,96 @@ pub fn merge(
     file: Option<&ConfigFile>,
     flags: &Flags,
 ) -> Result<(KubeletConfiguration, Vec<String>), ConfigError> {
-    let mut warnings = Vec::new();
-    let mut config = match file {
-        Some(f) => {
-            warnings.extend(
-                f.check()?
-                    .into_iter()
-                    .map(|w| format!("kubelet config file {}: {w}", f.path.display())),
-            );
-            f.config.clone()
+    merge_layers(file, &[], &GoFlagsPatch::default(), flags)
+}
+
+/// The fate of the field at dotted `path` (or of the nearest enclosing field that has one: a
+/// flag setting `logging.options.json.splitStream` falls under `logging.options`), and that
+/// field's path.
+fn fate_at(path: &str) -> Option<(String, Fate)> {
+    let all = flatten(KubeletConfiguration::FIELDS, "");
+    let mut p = path.to_string();
+    loop {
+        if let Some((f, fate)) = all.iter().find(|(f, _)| *f == p) {
+            return Some((f.clone(), *fate));
         }
-        None => KubeletConfiguration::default(),
+        p = p.rsplit_once('.')?.0.to_string();
+    }
+}
+
+/// The value at dotted `path` of a JSON object.
+fn value_at<'a>(obj: &'a serde_json::Map<String, Value>, path: &str) -> Option<&'a Value> {
+    let mut keys = path.split('.');
+    let mut v = obj.get(keys.next()?)?;
+    for k in keys {
+        v = v.get(k)?;
+    }
+    Some(v)
+}
+
+/// [`merge`] with every layer the Go kubelet has: `file`, then the `--config-dir` `dropins` in
+/// their order, each merged onto the document before it (RFC 7386, [`file::merge_patch`]), then
+/// the Go kubelet flags deckhand has no typed flag for (`go`, [`go_flags::patch`]), then
+/// `flags`. Each layer's accepted fields give warnings naming it (the file, the drop-in, the
+/// flag), and its refused ones an error naming it.
+///
+/// Errors: as [`merge`], plus a refused field set by a drop-in or a Go flag, and a merged
+/// document that does not decode.
+pub fn merge_layers(
+    file: Option<&ConfigFile>,
+    dropins: &[ConfigFile],
+    go: &GoFlagsPatch,
+    flags: &Flags,
+) -> Result<(KubeletConfiguration, Vec<String>), ConfigError> {
+    let mut warnings = Vec::new();
+    for f in file.into_iter().chain(dropins) {
+        warnings.extend(
+            f.check()?
+                .into_iter()
+                .map(|w| format!("kubelet config file {}: {w}", f.path.display())),
+        );
+    }
+    for (flag, shown, path) in &go.fields {
+        let Some((field, fate)) = fate_at(path) else {
+            continue;
+        };
+        let Some(v) = value_at(&go.patch, &field) else {
+            continue;
+        };
+        match fate {
+            Fate::Accepted { ok, why } if !go_zero(v) && !ok(v) => {
+                warnings.push(format!("flag --{flag}={shown} is ignored: {why}"))
+            }
+            Fate::Refused { ok, why } if !go_zero(v) && !ok(v) => {
+                return Err(ConfigError::Unsupported(format!(
+                    "flag --{flag}={shown} is not supported by deckhand: {why}"
+                )))
+            }
+            _ => {}
+        }
+    }
+    warnings.extend(go.warnings.iter().cloned());
+    let mut config = if dropins.is_empty() && go.patch.is_empty() {
+        file.map(|f| f.config.clone()).unwrap_or_default()
+    } else {
+        // one document, decoded once: relative paths against the file's directory
+        let mut doc = file.map(|f| f.doc.clone()).unwrap_or_default();
+        for d in dropins {
+            file::merge_patch(&mut doc, &d.doc);
+        }
+        file::merge_patch(&mut doc, &go.patch);
+        let (name, base) = match file {
+            Some(f) => (
+                f.path.clone(),
+                f.path.parent().unwrap_or(Path::new("/")).to_path_buf(),
+            ),
+            None => ("the command line".into(), std::path::PathBuf::new()),
+        };
+        file::decode(&doc, &name, &base)?.config
     };
     flags.overlay(&mut config)?;
     config.validate()?;
+    flags.external_cloud_provider()?;
     warnings.extend(flags.warnings());
     Ok((config, warnings))
 }
@@ -72,8 +154,26 @@ pub fn load() -> Result<Loaded, ConfigError> {
 pub fn from_matches(matches: &ArgMatches) -> Result<Loaded, ConfigError> {
     let flags =
         Flags::from_arg_matches(matches).map_err(|e| ConfigError::Unsupported(e.to_string()))?;
+    let go = go_flags::patch(&go_flags::given(matches)).map_err(ConfigError::Invalid)?;
     let file = flags.config.as_deref().map(file::load).transpose()?;
-    let (kubelet, warnings) = merge(file.as_ref(), &flags)?;
+    let mut skipped_warnings = Vec::new();
+    let dropins = match &flags.config_dir {
+        Some(dir) if !dir.as_os_str().is_empty() => {
+            let (conf, skipped) = file::dropin_files(dir)?;
+            skipped_warnings.extend(skipped.iter().map(|p| {
+                format!(
+                    "--config-dir: skipped {} (only *.conf files are read)",
+                    p.display()
+                )
+            }));
+            conf.iter()
+                .map(|p| file::load_dropin(p))
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        _ => Vec::new(),
+    };
+    let (kubelet, mut warnings) = merge_layers(file.as_ref(), &dropins, &go, &flags)?;
+    warnings.extend(skipped_warnings);
     Ok(Loaded {
         flags,
         kubelet,
@@ -379,6 +479,132 @@ mod tests {
     }
 
     #[test]
+    fn go_kubelet_flags_of_a_kind_or_cloud_node_are_accepted() {
+        // kind's and a cloud node's kubeadm-flags.env, and kind's cluster-wide settings
+        let (flags, c, w) = load_args(&[
+            "deckhand",
+            "--container-runtime-endpoint=unix:///run/containerd/containerd.sock",
+            "--node-ip=172.18.0.3",
+            "--node-labels=role=worker,topology.kubernetes.io/zone=a",
+            "--provider-id=kind://docker/kind/kind-worker",
+            "--pod-infra-container-image=registry.k8s.io/pause:3.10",
+            "--cloud-provider=external",
+            "--feature-gates=KubeletPSI=true",
+            "--runtime-request-timeout=15m",
+            "--logging-format=json",
+            "--cgroup-root=/kubelet",
+            "--fail-swap-on=false",
+            "--housekeeping-interval=10s",
+        ])
+        .unwrap();
+        assert_eq!(c.provider_id, "kind://docker/kind/kind-worker");
+        assert_eq!(c.cgroup_root, "/kubelet");
+        assert_eq!(c.logging.format, "json");
+        assert!(flags.external_cloud_provider().unwrap());
+        assert_eq!(flags.node_labels.len(), 2);
+        let want_warned = [
+            "--feature-gates=KubeletPSI=true",
+            "--runtime-request-timeout=15m",
+        ];
+        for flag in want_warned {
+            assert!(
+                w.iter()
+                    .any(|x| x.starts_with(&format!("flag {flag} is ignored: "))),
+                "{flag} not warned: {w:?}"
+            );
+        }
+        // refused values name the flag and the reason
+        let e = load_args(&["deckhand", "--cpu-manager-policy=static"])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "flag --cpu-manager-policy=static is not supported by deckhand: only the `none` CPU manager policy is implemented"
+        );
+        let e = load_args(&["deckhand", "--cloud-provider=aws"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("built-in cloud providers are disabled"), "{e}");
+        let e = load_args(&["deckhand", "--logging-format=xml"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("must be text or json"), "{e}");
+        let e = load_args(&["deckhand", "--cgroup-root=kubelet"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("must be an absolute cgroup path"), "{e}");
+    }
+
+    #[test]
+    fn config_dir_drop_ins_merge_in_order_and_flags_still_win() {
+        let main = temp_config(
+            "with-dropins.yaml",
+            &format!("{HEAD}maxPods: 50\nport: 10260\nevictionHard:\n  memory.available: 100Mi\n  nodefs.available: 10%\n"),
+        );
+        let dir = main.parent().unwrap().join("conf.d");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(
+            dir.join("10-pods.conf"),
+            format!("{HEAD}maxPods: 60\ncgroupRoot: /kubelet\n"),
+        )
+        .unwrap();
+        // a later file wins; objects merge key by key; null removes a key
+        std::fs::write(
+            dir.join("20-eviction.conf"),
+            format!("{HEAD}maxPods: 70\nevictionHard:\n  memory.available: 500Mi\n  nodefs.available: null\n"),
+        )
+        .unwrap();
+        // subdirectories are read after the files that sort before them
+        std::fs::write(dir.join("sub/30-port.conf"), format!("{HEAD}port: 10270\n")).unwrap();
+        std::fs::write(dir.join("README"), "not a drop-in").unwrap();
+        let (_, c, w) = load_args(&[
+            "deckhand",
+            &format!("--config={}", main.display()),
+            &format!("--config-dir={}", dir.display()),
+            "--max-pods=7",
+        ])
+        .unwrap();
+        assert_eq!(c.max_pods, 7, "the flag wins over every drop-in");
+        assert_eq!(c.cgroup_root, "/kubelet");
+        assert_eq!(c.port, 10270);
+        assert_eq!(
+            c.eviction_hard.get("memory.available").map(String::as_str),
+            Some("500Mi")
+        );
+        assert!(
+            !c.eviction_hard.contains_key("nodefs.available"),
+            "{:?}",
+            c.eviction_hard
+        );
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("skipped") && w[0].contains("README"), "{w:?}");
+        // a refused field in a drop-in names the drop-in
+        std::fs::write(
+            dir.join("40-cpu.conf"),
+            format!("{HEAD}cpuManagerPolicy: static\n"),
+        )
+        .unwrap();
+        let e = load_args(&[
+            "deckhand",
+            &format!("--config={}", main.display()),
+            &format!("--config-dir={}", dir.display()),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("40-cpu.conf") && e.contains("cpuManagerPolicy"),
+            "{e}"
+        );
+        // a drop-in must say what it is, as in Go
+        std::fs::remove_file(dir.join("40-cpu.conf")).unwrap();
+        std::fs::write(dir.join("50-bare.conf"), "maxPods: 3\n").unwrap();
+        let e = load_args(&["deckhand", &format!("--config-dir={}", dir.display())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("50-bare.conf"), "{e}");
+    }
+
+    #[test]
     fn merge_is_pure() {
         let f = Flags::try_parse_from(["deckhand", "--max-pods=110"]).unwrap();
         let file = ConfigFile {
@@ -389,6 +615,7 @@ mod tests {
                 server_tls_bootstrap: true,
                 ..Default::default()
             },
+            doc: Default::default(),
         };
         let (c, _) = merge(Some(&file), &f).unwrap();
         assert_eq!(c.max_pods, 110, "explicit flag kept");

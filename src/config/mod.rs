@@ -11,6 +11,7 @@
 //! | [`fields`] | the macro and codecs behind it (fates, Go zero values, decoding) |
 //! | [`file`] | reading a file, its errors and warnings |
 //! | [`flags`] | the clap flags and their overlay |
+//! | [`go_flags`] | every other Go kubelet flag: the field it sets, or why it is ignored |
 //! | `merge` | [`merge()`], [`load`] |
 //! | [`duration`] | Go durations |
 
@@ -18,6 +19,7 @@ pub mod duration;
 pub mod fields;
 pub mod file;
 pub mod flags;
+pub mod go_flags;
 pub mod kubeconfig;
 pub mod kubelet_configuration;
 mod merge;
@@ -30,7 +32,7 @@ pub use kubelet_configuration::{
     KubeletWebhookAuthentication, KubeletWebhookAuthorization, KubeletX509Authentication,
     LoggingConfiguration, MemorySwapConfiguration, UserNamespaces,
 };
-pub use merge::{from_matches, load, merge, Loaded};
+pub use merge::{from_matches, load, merge, merge_layers, Loaded};
 
 /// Errors of [`load`] and [`merge()`] (malformed flags are clap's: it exits with its usage).
 #[derive(Debug, thiserror::Error)]

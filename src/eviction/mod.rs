@@ -225,9 +225,9 @@ pub struct EvictionConfig {
     pub pod_logs_dir: PathBuf,
     /// The node name (events).
     pub node_name: String,
-    /// The cgroup driver when pods have their own cgroups (`cgroupsPerQOS`): per-pod process
+    /// Where pod cgroups are when pods have their own (`cgroupsPerQOS`): per-pod process
     /// counts for PID-pressure ranking are read from the pod cgroup's `pids.current`.
-    pub pod_cgroups: Option<crate::cm::CgroupDriver>,
+    pub pod_cgroups: Option<crate::cm::CgroupLayout>,
 }
 
 /// The eviction manager.
@@ -383,8 +383,8 @@ fn pod_disk_usage(
 }
 
 /// Tasks in the pod's cgroup (`pids.current`, cgroup v1 `pids` hierarchy or v2), if known.
-fn pod_processes(pod: &Pod, driver: crate::cm::CgroupDriver) -> Option<u64> {
-    let path = crate::cm::pod_cgroup_parent(pod, driver).ok()?;
+fn pod_processes(pod: &Pod, layout: &crate::cm::CgroupLayout) -> Option<u64> {
+    let path = layout.pod_parent(pod).ok()?;
     ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"]
         .iter()
         .find_map(|root| std::fs::read_to_string(format!("{root}{path}/pids.current")).ok())
@@ -594,7 +594,7 @@ impl EvictionManager {
                 .collect();
             let root_dir = self.cfg.root_dir.clone();
             let pod_logs_dir = self.cfg.pod_logs_dir.clone();
-            let pod_cgroups = self.cfg.pod_cgroups;
+            let pod_cgroups = self.cfg.pod_cgroups.clone();
             // directory walks and cgroup reads are blocking file work: off the runtime threads
             let measured = tokio::task::spawn_blocking(move || {
                 pods.into_iter()
@@ -603,7 +603,7 @@ impl EvictionManager {
                         let u = match signal {
                             Signal::MemoryAvailable | Signal::PidAvailable => s.map(|s| PodUsage {
                                 memory_bytes: s.memory.as_ref().and_then(|m| m.working_set_bytes),
-                                processes: pod_cgroups.and_then(|d| pod_processes(&p, d)),
+                                processes: pod_cgroups.as_ref().and_then(|l| pod_processes(&p, l)),
                                 containers: s
                                     .containers
                                     .iter()

@@ -217,6 +217,7 @@ pub async fn start_container(
             mounts,
             env_sources,
             memory_capacity_bytes: ctx.memory_capacity_bytes,
+            oom_group: ctx.container_oom_group,
             image_user,
             pid_target_id,
             userns: target

@@ -130,7 +130,7 @@ pub async fn remove_pod(ctx: &SyncContext, pod: &Pod, last_try: bool) -> bool {
         reclaimed = false;
     }
     crate::volume::tokens().forget_pod(&uid);
-    if let Some(cm) = ctx.cgroups {
+    if let Some(cm) = ctx.cgroups.clone() {
         let u = uid.clone();
         match tokio::task::spawn_blocking(move || cm.remove_pod_cgroup(&u)).await {
             Ok(Ok(())) => {}

@@ -153,7 +153,7 @@ async fn set_pod_cgroup(
     pod: &Pod,
     rc: crate::cm::ResourceConfig,
 ) -> Result<(), String> {
-    let Some(cm) = ctx.cgroups else {
+    let Some(cm) = ctx.cgroups.clone() else {
         return Ok(());
     };
     let p = pod.clone();

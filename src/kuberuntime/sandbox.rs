@@ -44,7 +44,9 @@ pub async fn create_sandbox(
         tracing::warn!(error = %e, "{what} the pod cgroup failed");
         SyncFailed
     };
-    let parent = crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver)
+    let parent = ctx
+        .cgroup_layout
+        .pod_parent(pod)
         .map_err(|e| cgroup_failed(e, "naming"))?;
     // k/k createPodSandbox / namespacesForPod: the RuntimeClass's handler, before the config
     let runtime_class = pod
@@ -82,7 +84,7 @@ pub async fn create_sandbox(
         }
     };
     let config = spec::sandbox_config(pod, attempt, &ctx.pod_logs_dir, Some(dns), parent, userns);
-    if let Some(cm) = ctx.cgroups {
+    if let Some(cm) = ctx.cgroups.clone() {
         // cgroupfs writes are blocking file work: off the runtime threads
         let p = pod.clone();
         match tokio::task::spawn_blocking(move || cm.ensure_pod_cgroup(&p)).await {
@@ -182,7 +184,7 @@ pub fn existing_sandbox_config(
         s.attempt,
         &ctx.pod_logs_dir,
         Some(crate::pod::dns::pod_dns(pod, &ctx.dns).0),
-        crate::cm::pod_cgroup_parent(pod, ctx.cgroup_driver).unwrap_or_default(),
+        ctx.cgroup_layout.pod_parent(pod).unwrap_or_default(),
         ctx.userns
             .existing(crate::pod::uid(pod))
             .filter(|_| crate::userns::wants_user_namespace(pod))

@@ -66,6 +66,12 @@ pub struct NodeConfig {
     pub labels: BTreeMap<String, String>,
     /// Registration taints (`--register-with-taints`).
     pub taints: Vec<Taint>,
+    /// `spec.providerID` at registration (`--provider-id`); empty: none.
+    pub provider_id: String,
+    /// `--cloud-provider=external`: registration adds the uninitialized taint and the
+    /// provided-node-ip annotation, and addresses a cloud controller manager set are kept
+    /// ([`registration_node`]).
+    pub external_cloud_provider: bool,
     /// Status computation period (10 s).
     pub status_update_frequency: Duration,
     /// Unchanged-status write period (5 min).
@@ -122,6 +128,61 @@ pub fn parse_taints(entries: &[String]) -> Result<Vec<Taint>, NodeError> {
         });
     }
     Ok(out)
+}
+
+/// The taint an external cloud provider's node registers with until its cloud controller
+/// manager initializes it (k8s.io/cloud-provider `TaintExternalCloudProvider`).
+pub const TAINT_EXTERNAL_CLOUD_PROVIDER: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// The annotation holding `--node-ip` for an external cloud provider
+/// (k8s.io/cloud-provider `AnnotationAlphaProvidedIPAddr`).
+pub const ANNOTATION_PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
+
+/// The Node deckhand registers (k/k `initialNode`): `labels`, the
+/// controller-managed-attach-detach annotation, the registration taints (with the external
+/// cloud provider's uninitialized taint after them), `spec.providerID`, the provided-node-ip
+/// annotation for an external cloud provider with a node IP, and `status`.
+pub fn registration_node(
+    cfg: &NodeConfig,
+    labels: BTreeMap<String, String>,
+    status: NodeStatus,
+) -> Node {
+    let mut annotations = BTreeMap::new();
+    annotations.insert(
+        "volumes.kubernetes.io/controller-managed-attach-detach".to_string(),
+        "true".to_string(),
+    );
+    let mut taints = cfg.taints.clone();
+    if cfg.external_cloud_provider {
+        taints.push(Taint {
+            key: TAINT_EXTERNAL_CLOUD_PROVIDER.into(),
+            value: Some("true".into()),
+            effect: "NoSchedule".into(),
+            time_added: None,
+        });
+        let ips: Vec<&str> = cfg
+            .node_ips
+            .iter()
+            .map(String::as_str)
+            .filter(|ip| !matches!(*ip, "0.0.0.0" | "::"))
+            .collect();
+        if !ips.is_empty() {
+            annotations.insert(ANNOTATION_PROVIDED_NODE_IP.into(), ips.join(","));
+        }
+    }
+    Node {
+        metadata: ObjectMeta {
+            name: Some(cfg.name.clone()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            taints: (!taints.is_empty()).then_some(taints),
+            provider_id: (!cfg.provider_id.is_empty()).then(|| cfg.provider_id.clone()),
+            ..Default::default()
+        }),
+        status: Some(status),
+    }
 }
 
 /// Runtime facts for the node status, read from CRI `Version` and `Status`: the runtime
@@ -241,6 +302,7 @@ impl NodeAgent {
                 .map(|p| p.conditions())
                 .unwrap_or_default(),
             eviction_thresholds: &self.cfg.eviction_thresholds,
+            external_cloud_provider: self.cfg.external_cloud_provider,
         })
     }
 
@@ -282,25 +344,8 @@ impl NodeAgent {
         let host = HostInfo::read(&self.cfg.root_dir);
         let mut labels = self.default_labels(&host);
         labels.extend(self.cfg.labels.clone());
-        let mut annotations = BTreeMap::new();
-        annotations.insert(
-            "volumes.kubernetes.io/controller-managed-attach-detach".to_string(),
-            "true".to_string(),
-        );
         let status = self.compute_status(&host, None).await;
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some(self.cfg.name.clone()),
-                labels: Some(labels.clone()),
-                annotations: Some(annotations),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec {
-                taints: (!self.cfg.taints.is_empty()).then(|| self.cfg.taints.clone()),
-                ..Default::default()
-            }),
-            status: Some(status),
-        };
+        let node = registration_node(&self.cfg, labels, status);
         tracing::info!(node = %self.cfg.name, "Attempting to register node");
         match api.create(&PostParams::default(), &node).await {
             Ok(n) => {
@@ -622,6 +667,86 @@ impl NodeAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cfg() -> NodeConfig {
+        NodeConfig {
+            name: "dh-vm-1".into(),
+            node_ips: vec!["10.251.0.50".into()],
+            hostname: "dh-vm-1".into(),
+            root_dir: "/var/lib/kubelet".into(),
+            max_pods: 110,
+            reserved_milli: BTreeMap::new(),
+            port: 10250,
+            labels: BTreeMap::new(),
+            taints: parse_taints(&["dedicated=gpu:NoSchedule".into()]).unwrap(),
+            provider_id: String::new(),
+            external_cloud_provider: false,
+            status_update_frequency: Duration::from_secs(10),
+            status_report_frequency: Duration::from_secs(300),
+            lease_duration_seconds: 40,
+            eviction_thresholds: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn registration_carries_provider_id_and_the_external_cloud_providers_taint() {
+        let taint_keys = |n: &Node| -> Vec<String> {
+            n.spec
+                .as_ref()
+                .unwrap()
+                .taints
+                .iter()
+                .flatten()
+                .map(|t| t.key.clone())
+                .collect()
+        };
+        let annotations = |n: &Node| n.metadata.annotations.clone().unwrap();
+        let plain = registration_node(&cfg(), BTreeMap::new(), NodeStatus::default());
+        assert_eq!(taint_keys(&plain), vec!["dedicated"]);
+        assert_eq!(plain.spec.as_ref().unwrap().provider_id, None);
+        assert!(!annotations(&plain).contains_key(ANNOTATION_PROVIDED_NODE_IP));
+        assert_eq!(
+            annotations(&plain)["volumes.kubernetes.io/controller-managed-attach-detach"],
+            "true"
+        );
+        let cloud = registration_node(
+            &NodeConfig {
+                provider_id: "kind://docker/kind/kind-worker".into(),
+                external_cloud_provider: true,
+                ..cfg()
+            },
+            BTreeMap::new(),
+            NodeStatus::default(),
+        );
+        assert_eq!(
+            taint_keys(&cloud),
+            vec!["dedicated", TAINT_EXTERNAL_CLOUD_PROVIDER]
+        );
+        let t = &cloud.spec.as_ref().unwrap().taints.as_ref().unwrap()[1];
+        assert_eq!(
+            (t.value.as_deref(), t.effect.as_str()),
+            (Some("true"), "NoSchedule")
+        );
+        assert_eq!(
+            cloud.spec.as_ref().unwrap().provider_id.as_deref(),
+            Some("kind://docker/kind/kind-worker")
+        );
+        assert_eq!(
+            annotations(&cloud)[ANNOTATION_PROVIDED_NODE_IP],
+            "10.251.0.50"
+        );
+        // an unspecified node IP is not announced
+        let any = registration_node(
+            &NodeConfig {
+                external_cloud_provider: true,
+                node_ips: vec!["0.0.0.0".into()],
+                ..cfg()
+            },
+            BTreeMap::new(),
+            NodeStatus::default(),
+        );
+        assert!(!annotations(&any).contains_key(ANNOTATION_PROVIDED_NODE_IP));
+    }
 
     #[test]
     fn parses_node_labels_and_taints() {

@@ -45,6 +45,10 @@ pub struct NodeStatusInputs<'a> {
     /// Hard eviction thresholds (`memory.available` and `nodefs.available` are reserved from
     /// allocatable).
     pub eviction_thresholds: &'a [crate::eviction::thresholds::Threshold],
+    /// `--cloud-provider=external`: addresses already on the Node (a cloud controller manager
+    /// set them) are kept instead of `node_ips` (k/k nodestatus `NodeAddress`: "provider set
+    /// addresses should take precedence").
+    pub external_cloud_provider: bool,
 }
 
 fn condition(
@@ -267,17 +271,24 @@ pub fn node_status(inp: &NodeStatusInputs) -> NodeStatus {
         ),
         ready,
     ];
-    let mut addresses: Vec<NodeAddress> = inp
-        .node_ips
-        .iter()
-        .map(|ip| NodeAddress {
-            type_: "InternalIP".into(),
-            address: ip.clone(),
-        })
-        .collect();
-    addresses.push(NodeAddress {
-        type_: "Hostname".into(),
-        address: inp.hostname.into(),
+    let cloud_set = inp
+        .previous
+        .and_then(|p| p.addresses.clone())
+        .filter(|a| inp.external_cloud_provider && !a.is_empty());
+    let addresses = cloud_set.unwrap_or_else(|| {
+        let mut addresses: Vec<NodeAddress> = inp
+            .node_ips
+            .iter()
+            .map(|ip| NodeAddress {
+                type_: "InternalIP".into(),
+                address: ip.clone(),
+            })
+            .collect();
+        addresses.push(NodeAddress {
+            type_: "Hostname".into(),
+            address: inp.hostname.into(),
+        });
+        addresses
     });
     NodeStatus {
         capacity: Some(capacity),
@@ -582,6 +593,7 @@ mod tests {
             now: Time(Timestamp::from_second(t).unwrap()),
             pressure: &[],
             eviction_thresholds: defaults(),
+            external_cloud_provider: false,
         }
     }
 

@@ -695,7 +695,7 @@ mod tests {
             ..Default::default()
         };
         let cfg = crate::pod::spec::container_config(&p, "app", &inputs).unwrap();
-        let parent = crate::cm::pod_cgroup_parent(&p, crate::cm::CgroupDriver::Cgroupfs).unwrap();
+        let parent = crate::cm::CgroupLayout::default().pod_parent(&p).unwrap();
         let userns = crate::userns::MappingsFile::single(65536, 65536).to_cri();
         let sb = crate::pod::spec::sandbox_config(&p, 0, "/var/log/pods/", None, parent, userns);
         // what CRI ContainerStatus answers: the sandbox's log directory joined with the

@@ -45,10 +45,12 @@ pub struct SyncContext {
     pub dns: crate::pod::dns::DnsSettings,
     /// Pod-level cgroups (`cgroupsPerQOS`); None leaves them to the runtime.
     pub cgroups: Option<crate::cm::CgroupManager>,
-    /// The cgroup driver the sandboxes' cgroup parents are named for (`cgroupDriver`).
-    pub cgroup_driver: crate::cm::CgroupDriver,
+    /// Where the sandboxes' cgroup parents are (`cgroupDriver`, `cgroupRoot`).
+    pub cgroup_layout: crate::cm::CgroupLayout,
     /// The node's memory capacity in bytes (oom_score_adj of Burstable containers).
     pub memory_capacity_bytes: i64,
+    /// Containers get `memory.oom.group = 1` ([`crate::cm::container_oom_group`]).
+    pub container_oom_group: bool,
     /// Node pressure from the eviction manager, for admitting new pods (None: no eviction
     /// manager, every pod admitted).
     pub pressure: Option<crate::eviction::PressureHandle>,

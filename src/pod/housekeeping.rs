@@ -277,7 +277,7 @@ impl PodWorkers {
             pod.metadata.uid = Some(uid);
             self.update(Arc::new(pod), true, cancel).await;
         }
-        if let Some(cm) = self.ctx.cgroups {
+        if let Some(cm) = self.ctx.cgroups.clone() {
             let mut due = Vec::new();
             for uid in super::cleanup::orphaned_pod_dirs(&cm.list_pod_cgroups(), present) {
                 if let Some(first) = self.orphan_due("cgroup", &uid, now, force, &mut seen) {

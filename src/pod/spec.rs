@@ -270,6 +270,10 @@ pub struct ContainerRuntimeInputs {
     /// The pod's user namespace option, as its sandbox was created with (k/k
     /// `NamespacesForPod` gives containers the same).
     pub userns: Option<api::UserNamespace>,
+    /// Ask the kernel to kill every process of the container on OOM (`memory.oom.group = 1`
+    /// in its unified settings): on cgroup v2 unless `singleProcessOOMKill` (k/k
+    /// `generateLinuxContainerResources`; [`crate::cm::container_oom_group`]).
+    pub oom_group: bool,
 }
 
 /// The container's mounts, each with the pod's ID mappings when it has a user namespace of its
@@ -413,6 +417,9 @@ pub fn container_config(
                 let mut r = linux_resources(c);
                 if inp.memory_capacity_bytes > 0 {
                     r.oom_score_adj = resource::oom_score_adj(pod, c, inp.memory_capacity_bytes);
+                }
+                if inp.oom_group {
+                    r.unified.insert("memory.oom.group".into(), "1".into());
                 }
                 r
             }),
@@ -600,7 +607,7 @@ pub(super) mod tests {
             .namespace_options
             .unwrap();
         assert_eq!(ns.pid, api::NamespaceMode::Container as i32);
-        let parent = crate::cm::pod_cgroup_parent(&p, crate::cm::CgroupDriver::Cgroupfs).unwrap();
+        let parent = crate::cm::CgroupLayout::default().pod_parent(&p).unwrap();
         let userns = crate::userns::MappingsFile::single(65536, 65536).to_cri();
         let sb = sandbox_config(&p, 0, "/var/log/pods", None, parent, userns.clone());
         assert_eq!(sb.log_directory, "/var/log/pods/default_web_uid-1");

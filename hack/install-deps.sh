@@ -2,6 +2,10 @@
 # Installs the Debian packages the harness, the build and the tests need. Idempotent: packages
 # already present are skipped without touching apt.
 #
+# Usage: hack/install-deps.sh [GROUP...]
+#   GROUP is harness (the default when none is named: the list below) or vm (the VM list below);
+#   e.g. `hack/install-deps.sh vm` installs only what a VM needs, `harness vm` both.
+#
 # Every program a test or the harness calls comes from this list (or from a build script of the
 # project: hack/build-k8s.sh for etcd/kube-apiserver/kube-controller-manager/kubectl/kube-proxy,
 # hack/build-crictl.sh for crictl, hack/build-coredns.sh for coredns: Go from the machine, modules
@@ -29,11 +33,34 @@
 #                                                 glibc-dns-testing for the DNS tests); nginx is
 #                                                 installed with services held back (policy-rc.d)
 #                                                 and never runs on the host
+#
+# The vm group: a Debian 12 VM under QEMU (hack/build-vm-image.sh, hack/vm.sh, hack/lib/vm.sh):
+#   qemu-system-x86 qemu-utils                    QEMU (TCG: KVM does not work here) and qemu-img
+#                                                 (the VM's qcow2 overlay on the cached image)
+#   debootstrap                                   the VM's root filesystem, from the mirror the
+#                                                 host's apt is configured with
+#   e2fsprogs                                     mke2fs -d: the disk image without a loop device
+#   openssh-client                                ssh, scp and ssh-keygen (the VM's root key)
+#   socat                                         hack/vm.sh console (the serial console socket)
+#                                                 and the QEMU monitor (hack/vm.sh down)
+#   iproute2 iptables                             the VM's tap device and its guard chains
+#   busybox-static                                the tiny image `ctr run` checks the VM with
 set -euo pipefail
-pkgs=(containerd runc containernetworking-plugins docker-registry skopeo umoci busybox-static
+harness_pkgs=(containerd runc containernetworking-plugins docker-registry skopeo umoci busybox-static
       iptables iproute2 openssl protobuf-compiler libc6-dev gcc libseccomp-dev pkg-config curl jq kmod
       procps psmisc util-linux gzip python3
       systemd vagrant bash-static netcat-openbsd nginx bind9-dnsutils)
+vm_pkgs=(qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client socat iproute2 iptables
+         busybox-static)
+pkgs=()
+[ $# -gt 0 ] || set -- harness
+for group in "$@"; do
+  case "$group" in
+    harness) pkgs+=("${harness_pkgs[@]}") ;;
+    vm) pkgs+=("${vm_pkgs[@]}") ;;
+    *) echo "install-deps: unknown group $group (use harness or vm)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

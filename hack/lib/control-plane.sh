@@ -92,10 +92,28 @@ step_controller_manager() {
 # kubelet-config ConfigMap with its Role (what `kubeadm init` creates: phases/bootstraptoken/node,
 # phases/kubelet/config.go). Tests create the bootstrap-token-* Secrets themselves
 # (vagrant/provision.sh token). The objects: hack/manifests/cluster-objects.yaml.
+# the ClusterConfiguration kubeadm would have stored for this cluster (kubeadm join reads it)
+cluster_config_yaml() {
+  cat <<EOF
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+clusterName: deckhand
+kubernetesVersion: $KUBE_VERSION
+controlPlaneEndpoint: "$NODE_IP:$API_PORT"
+certificatesDir: /etc/kubernetes/pki
+imageRepository: registry.k8s.io
+networking:
+  podSubnet: $CLUSTER_CIDR
+  serviceSubnet: $SERVICE_CIDR
+  dnsDomain: $CLUSTER_DOMAIN
+EOF
+}
+
 step_cluster_objects() {
-  local CA_DATA KUBELET_CONFIG
+  local CA_DATA KUBELET_CONFIG CLUSTER_CONFIG
   CA_DATA=$(base64 -w0 < "$PKI/ca.crt")
   KUBELET_CONFIG=$(kubelet_config_yaml)
-  apply_manifest cluster-objects "$STATE/cluster-objects.log" "bootstrap objects" CA_DATA API_SERVER KUBELET_CONFIG
-  log "cluster objects: kube-public/cluster-info, kube-system/kubelet-config and bootstrap-token RBAC (kubeadm-style) applied"
+  CLUSTER_CONFIG=$(cluster_config_yaml)
+  apply_manifest cluster-objects "$STATE/cluster-objects.log" "bootstrap objects" CA_DATA API_SERVER KUBELET_CONFIG CLUSTER_CONFIG
+  log "cluster objects: kube-public/cluster-info, kube-system/kubelet-config and kubeadm-config, bootstrap-token RBAC (kubeadm-style) applied"
 }

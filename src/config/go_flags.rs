@@ -551,4 +551,45 @@ mod tests {
         let p = parse(&["--exit-on-lock-contention"]).unwrap();
         assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
     }
+
+    /// Every flag the Go kubelet's `--help` lists at the pinned version
+    /// (tests/data/kubelet-v1.36.3-flags.txt) is known to deckhand's command line: a command
+    /// line written for /usr/bin/kubelet never fails on a flag name.
+    #[test]
+    fn every_flag_of_the_go_kubelet_is_accepted() {
+        let list = include_str!("../../tests/data/kubelet-v1.36.3-flags.txt");
+        let mut checked = 0;
+        for line in list.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+            let (name, ty) = line.split_once(' ').unwrap();
+            let value = match (name, ty) {
+                ("help" | "version", _) => continue,
+                (_, "bool") => None,
+                ("authorization-mode", _) => Some("Webhook"),
+                ("cgroup-driver", _) => Some("cgroupfs"),
+                (_, "ip") => Some("127.0.0.1"),
+                (_, "duration") => Some("10s"),
+                (_, "int" | "int32" | "Level") => Some("1"),
+                (_, "mapStringString") => Some("cpu=1"),
+                (_, "mapStringBool") => Some("A=true"),
+                (_, "colonSeparatedMultimapStringString") => Some("a:b"),
+                (_, "reserved") => Some("0:memory=1Gi"),
+                (_, "quantity") => Some("10Mi"),
+                _ => Some("x"),
+            };
+            let arg = match value {
+                None => format!("--{name}"),
+                Some(v) => format!("--{name}={v}"),
+            };
+            let r = super::super::Flags::command_with_defaults()
+                .try_get_matches_from(["deckhand", arg.as_str()]);
+            if let Err(e) = r {
+                assert!(
+                    e.kind() != clap::error::ErrorKind::UnknownArgument,
+                    "{arg}: {e}"
+                );
+            }
+            checked += 1;
+        }
+        assert!(checked > 140, "only {checked} flags in the list");
+    }
 }

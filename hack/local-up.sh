@@ -161,7 +161,14 @@ cmd_down() {
   check_owner
   local purge=0
   [ "${1:-}" = "--purge" ] && purge=1
-  # the extra nodes first, while the API server still answers (their Node objects go too)
+  # the VM nodes of hack/vm.sh first (their Node objects, their route, their tap on the node
+  # bridge that nodes_down removes), then the extra nodes, while the API server still answers
+  local vmd
+  for vmd in "$STATE"/vm/dh-vm-*; do
+    [ -d "$vmd" ] || continue
+    log "down: VM ${vmd##*/} (hack/vm.sh down)"
+    VM_INDEX=${vmd##*-} "$ROOT/hack/vm.sh" down || warn "hack/vm.sh down of ${vmd##*/} failed"
+  done
   nodes_down
   log "down: stopping deckhand"
   stop_deckhand

@@ -77,7 +77,8 @@ nodes_host_network() {
     for mp in $("$NODE_NS" mountpoints); do [ -e "$mp" ] || echo "$mp"; done > "$NODES_STATE/made-mountpoints"
   fi
   if ! ip link show "$NODES_BRIDGE" >/dev/null 2>&1; then
-    ip link add "$NODES_BRIDGE" type bridge
+    # hack/vm.sh up may make it at the same moment (the VM boots beside this)
+    ip link add "$NODES_BRIDGE" type bridge 2>/dev/null || ip link show "$NODES_BRIDGE" >/dev/null
   fi
   sysctl -qw "net.ipv6.conf.$NODES_BRIDGE.disable_ipv6=1" 2>/dev/null || true
   ip addr replace "$NODES_GW/24" dev "$NODES_BRIDGE"

@@ -16,7 +16,8 @@
 //! ```
 //!
 //! `multinode` needs `NODES=3 hack/local-up.sh up`; `kubeadm` needs `LOCAL_UP_MODE=kubeadm
-//! hack/local-up.sh up` and `--ignored`. Running the binary with no filter runs every module at
+//! hack/local-up.sh up` and `--ignored`; `vm` needs `hack/vm.sh up` and `--ignored
+//! --test-threads=1`. Running the binary with no filter runs every module at
 //! once; do that only to list the tests (`-- --list`).
 
 mod common;
@@ -46,3 +47,4 @@ mod server;
 mod standalone;
 mod static_pods;
 mod userns;
+mod vm;

@@ -26,6 +26,11 @@
 #
 # kubeadm (issue 16): then `down` and LOCAL_UP_MODE=kubeadm up (kubeadm init and join, every kubelet
 # deckhand) and tests/e2e/kubeadm.rs. KUBEADM=0 leaves that phase out.
+#
+# The real host (issue 47): in the kubeadm phase, the VM node dh-vm-1 (hack/vm.sh: Debian 12 under
+# QEMU, systemd as PID 1, cgroup v2) boots beside the kubeadm cluster's start, then joins it with
+# kubeadm join and deckhand as its kubelet.service, and tests/e2e/vm.rs runs on it. Its image is
+# built beside the cargo build the first time (cached). VM=0 leaves it out.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -48,7 +53,7 @@ local_up() {
 }
 
 log "host packages"
-hack/install-deps.sh
+if [ "${VM:-1}" != 0 ]; then hack/install-deps.sh harness vm; else hack/install-deps.sh harness; fi
 if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 fi
@@ -72,7 +77,14 @@ log "Go builds in the background (log: $PREBUILD_LOG)"
   hack/build-crictl.sh || true
 ) > "$PREBUILD_LOG" 2>&1 &
 prebuild=$!
-trap 'kill "$prebuild" 2>/dev/null || true' EXIT
+# the VM node's Debian image (debootstrap; cached in /var/cache/deckhand/vm), beside the rest
+VM_IMAGE_LOG="$ROOT/_output/vm-image.log"
+vm_image=""
+if [ "${VM:-1}" != 0 ] && [ "${KUBEADM:-1}" != 0 ]; then
+  hack/build-vm-image.sh > "$VM_IMAGE_LOG" 2>&1 &
+  vm_image=$!
+fi
+trap 'kill "$prebuild" $vm_image 2>/dev/null || true' EXIT
 
 # Tests and the binaries they run are built with the `ci` profile (Cargo.toml): release code,
 # without LTO, unwinding, so that they share one build of every dependency.
@@ -183,7 +195,7 @@ log "all tests (unit, component, end-to-end against the real cluster)"
 ONE_NODE_MODULES=()
 for f in tests/e2e/*.rs; do
   m=$(basename "$f" .rs)
-  case "$m" in main|common|multinode|kubeadm) ;; *) ONE_NODE_MODULES+=("$m") ;; esac
+  case "$m" in main|common|multinode|kubeadm|vm) ;; *) ONE_NODE_MODULES+=("$m") ;; esac
 done
 one_node_rc=0
 cargo test --profile "$PROFILE" --test component_pod_worker --test systemd_units --no-fail-fast 2>&1 |
@@ -237,10 +249,32 @@ if [ "${KUBEADM:-1}" != 0 ]; then
   else
     log "kubeadm mode: hack/local-up.sh down; LOCAL_UP_MODE=kubeadm up; tests/e2e/kubeadm.rs"
     local_up down
+    # the VM boots while kubeadm makes the cluster (two minutes of TCG emulation that need
+    # nothing of the cluster yet)
+    vm_boot=""
+    if [ "${VM:-1}" != 0 ]; then
+      if [ -n "$vm_image" ] && ! wait "$vm_image"; then
+        echo "--- the VM image build failed; $VM_IMAGE_LOG ends:"; tail -n 30 "$VM_IMAGE_LOG"; exit 1
+      fi
+      vm_image=""
+      VM_JOIN=0 hack/vm.sh up > "$ROOT/_output/vm-boot.log" 2>&1 &
+      vm_boot=$!
+    fi
     LOCAL_UP_MODE=kubeadm local_up up
     CARGO_LOG="$ROOT/_output/cargo-tests-kubeadm.log"
     : > "$CARGO_LOG"
     run_e2e_modules "$CARGO_LOG" kubeadm -- --ignored
+    if [ -n "$vm_boot" ]; then
+      log "the VM node: hack/vm.sh join (kubeadm join of dh-vm-1, deckhand as its kubelet.service); tests/e2e/vm.rs"
+      if ! wait "$vm_boot"; then
+        echo "--- hack/vm.sh up failed; _output/vm-boot.log ends:"; tail -n 30 "$ROOT/_output/vm-boot.log"; exit 1
+      fi
+      cat "$ROOT/_output/vm-boot.log"
+      hack/vm.sh join
+      CARGO_LOG="$ROOT/_output/cargo-tests-vm.log"
+      : > "$CARGO_LOG"
+      run_e2e_modules "$CARGO_LOG" vm -- --ignored --test-threads=1
+    fi
   fi
 fi
 

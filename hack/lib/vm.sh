@@ -67,7 +67,10 @@ VM_MEM=${VM_MEM:-2048}
 VM_CPUS=${VM_CPUS:-2}
 VM_ACCEL=${VM_ACCEL:-tcg,thread=multi}
 VM_BOOT_TIMEOUT=${VM_BOOT_TIMEOUT:-300}
-VM_SHUTDOWN_TIMEOUT=${VM_SHUTDOWN_TIMEOUT:-60}
+# how long vm_down lets a poweroff take before it kills QEMU: a joined node's containers (a
+# `sleep` as PID 1 ignores SIGTERM) hold systemd's shutdown for DefaultTimeoutStopSec (90 s), and
+# the disk is thrown away anyway
+VM_SHUTDOWN_TIMEOUT=${VM_SHUTDOWN_TIMEOUT:-10}
 VM_KERNEL_ARGS=${VM_KERNEL_ARGS:-}
 VM_SEED_DIR=${VM_SEED_DIR:-}
 # where a VM's forwarded traffic may go (interfaces), and what of the host it may reach
@@ -446,7 +449,7 @@ vm_stop() {
     sleep 0.2
   done
   if vm_proc_is "$pid" "$name"; then
-    vm_warn "$name: still running ${VM_SHUTDOWN_TIMEOUT}s after poweroff; killing QEMU"
+    vm_log "$name: still running ${VM_SHUTDOWN_TIMEOUT}s after poweroff (VM_SHUTDOWN_TIMEOUT); killing QEMU"
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do vm_proc_is "$pid" "$name" || break; sleep 0.1; done
     ! vm_proc_is "$pid" "$name" || kill -KILL "$pid" 2>/dev/null || true

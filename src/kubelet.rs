@@ -395,7 +395,7 @@ impl Kubelet {
             node_allocatable_milli: node_allocatable_milli(&kubelet, &host)?,
             dns: dns_settings(&kubelet, &node_ips),
             cgroups: qos_cgroups(&kubelet, &host, &cgroup_layout).await?,
-            cgroup_layout,
+            cgroup_layout: cgroup_layout.clone(),
             memory_capacity_bytes: host.memory_bytes as i64,
             container_oom_group: crate::cm::container_oom_group(
                 cgroups_rs::hierarchies::is_cgroup2_unified_mode(),
@@ -608,6 +608,7 @@ impl Kubelet {
                 node_ips: node_ip_strings.clone(),
                 root_dir: flags.root_dir.clone(),
                 serving,
+                pod_cgroups: kubelet.cgroups_per_qos.then(|| cgroup_layout.clone()),
             };
             let lookup = crate::server::pods::PodLookup {
                 pods: pod_manager.clone(),

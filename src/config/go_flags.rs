@@ -559,7 +559,10 @@ mod tests {
     fn every_flag_of_the_go_kubelet_is_accepted() {
         let list = include_str!("../../tests/data/kubelet-v1.36.3-flags.txt");
         let mut checked = 0;
-        for line in list.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        for line in list
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        {
             let (name, ty) = line.split_once(' ').unwrap();
             let value = match (name, ty) {
                 ("help" | "version", _) => continue,

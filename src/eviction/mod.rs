@@ -409,7 +409,8 @@ impl EvictionManager {
             cri.clone(),
             cfg.node_name.clone(),
             cfg.root_dir.clone(),
-        );
+        )
+        .with_pod_cgroups(cfg.pod_cgroups.clone());
         Self {
             cfg,
             cri,

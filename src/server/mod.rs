@@ -124,6 +124,9 @@ pub struct ServerConfig {
     /// Serving certificate from `kubernetes.io/kubelet-serving` CSRs
     /// (`--rotate-server-certificates`); when set, it replaces the certificate files.
     pub serving: Option<Arc<crate::certificate::manager::ServingCertificate>>,
+    /// Where the pod cgroups are (`cgroupsPerQOS`), for the pods' and containers' pressure
+    /// stall figures ([`stats::StatsProvider::with_pod_cgroups`]).
+    pub pod_cgroups: Option<crate::cm::CgroupLayout>,
 }
 
 /// Server errors at start-up.
@@ -211,7 +214,8 @@ impl KubeletServer {
                 cri.clone(),
                 cfg.node_name.clone(),
                 cfg.root_dir.clone(),
-            ),
+            )
+            .with_pod_cgroups(cfg.pod_cgroups.clone()),
             cri,
             pods,
         });

@@ -230,6 +230,20 @@ fn the_vm_node_was_joined_by_kubeadm_and_runs_deckhand_as_kubelet_service() {
         journal.contains("\"SYSLOG_IDENTIFIER\":\"deckhand\""),
         "no deckhand entry in the journal"
     );
+    // pressure stall figures (KubeletPSI, GA) in the Summary API, read from cgroup v2
+    let summary: Value = serde_json::from_str(&kubectl(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/nodes/{VM}/proxy/stats/summary"),
+    ]))
+    .expect("the summary's JSON");
+    for (what, psi) in [
+        ("node cpu", &summary["node"]["cpu"]["psi"]),
+        ("node memory", &summary["node"]["memory"]["psi"]),
+        ("node io", &summary["node"]["io"]["psi"]),
+    ] {
+        assert!(psi["some"]["total"].is_u64() && psi["full"]["avg10"].is_f64(), "{what}: {psi}");
+    }
     // the QoS slices, started by systemd with the Go kubelet's properties
     for (slice, weight) in [
         ("kubelet-kubepods.slice", None),

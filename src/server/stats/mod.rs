@@ -13,6 +13,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+mod host;
+mod psi;
+use host::{node_cpu_ns, node_memory, read, statvfs_fs};
+pub use host::{parse_kv, parse_meminfo, parse_net_dev, proc_stat_btime, proc_stat_cpu_ns};
+pub use psi::{parse_psi, IoStats, PsiData, PsiStats};
+
 /// RFC3339 at second precision, as `metav1.Time` serializes.
 fn meta_time(ns: i64) -> String {
     DateTime::<Utc>::from_timestamp(
@@ -49,6 +55,8 @@ pub struct NodeStats {
     pub cpu: Option<CpuStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -88,6 +96,8 @@ pub struct PodStats {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkStats>,
     #[serde(rename = "ephemeral-storage", skip_serializing_if = "Option::is_none")]
     pub ephemeral_storage: Option<FsStats>,
@@ -105,7 +115,12 @@ pub struct ContainerStats {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rootfs: Option<FsStats>,
+    /// The runtime's container ID (its cgroup's name), not serialized.
+    #[serde(skip)]
+    pub runtime_id: String,
     /// Start time as Unix nanoseconds (for `/metrics/resource`), not serialized.
     #[serde(skip)]
     pub start_ns: i64,
@@ -121,6 +136,9 @@ pub struct CpuStats {
     pub usage_nano_cores: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage_core_nano_seconds: Option<u64>,
+    /// `cpu.pressure` (cgroup v2 only, [`psi`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psi: Option<PsiStats>,
     /// Sample time as Unix nanoseconds, not serialized.
     #[serde(skip)]
     pub time_ns: i64,
@@ -144,6 +162,9 @@ pub struct MemoryStats {
     pub page_faults: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub major_page_faults: Option<u64>,
+    /// `memory.pressure` (cgroup v2 only, [`psi`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psi: Option<PsiStats>,
     /// Sample time as Unix nanoseconds, not serialized.
     #[serde(skip)]
     pub time_ns: i64,
@@ -244,6 +265,7 @@ pub fn cpu_from_cri(c: &api::CpuUsage, key: &str, rates: &mut RateCache) -> CpuS
         usage_nano_cores: nano,
         usage_core_nano_seconds: usage,
         time_ns: ts,
+        psi: None,
     }
 }
 
@@ -263,6 +285,7 @@ pub fn memory_from_cri(m: &api::MemoryUsage) -> MemoryStats {
         page_faults: value(&m.page_faults),
         major_page_faults: value(&m.major_page_faults),
         time_ns: ts,
+        psi: None,
     }
 }
 
@@ -315,6 +338,7 @@ pub fn sum_containers(containers: &[ContainerStats]) -> (Option<CpuStats>, Optio
                 time_ns: cc.time_ns,
                 usage_core_nano_seconds: Some(0),
                 usage_nano_cores: Some(0),
+                psi: None,
             });
             t.usage_core_nano_seconds = Some(
                 t.usage_core_nano_seconds.unwrap_or(0) + cc.usage_core_nano_seconds.unwrap_or(0),
@@ -339,165 +363,13 @@ pub fn sum_containers(containers: &[ContainerStats]) -> (Option<CpuStats>, Optio
     (cpu, mem)
 }
 
-// ---------------------------------------------------------------------------------------------
-// node figures from /proc and the root cgroup
-// ---------------------------------------------------------------------------------------------
-
-/// Parses `memory.stat`-style `key value` lines.
-pub fn parse_kv(text: &str) -> HashMap<&str, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            Some((it.next()?, it.next()?.parse().ok()?))
-        })
-        .collect()
-}
-
-/// `/proc/meminfo` values in bytes.
-pub fn parse_meminfo(text: &str) -> HashMap<&str, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, rest) = l.split_once(':')?;
-            let mut it = rest.split_whitespace();
-            let n: u64 = it.next()?.parse().ok()?;
-            let mult = if it.next() == Some("kB") { 1024 } else { 1 };
-            Some((k, n * mult))
-        })
-        .collect()
-}
-
-/// Cumulative non-idle CPU time in nanoseconds from the `cpu` line of `/proc/stat`
-/// (USER_HZ = 100).
-pub fn proc_stat_cpu_ns(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal
-    let busy = v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)? + v.get(7).unwrap_or(&0);
-    Some(busy * 10_000_000)
-}
-
-/// The boot time (`btime` of `/proc/stat`), Unix seconds.
-pub fn proc_stat_btime(text: &str) -> Option<i64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// Interfaces of `/proc/net/dev` (without `lo`): name, rx bytes, rx errors, tx bytes, tx errors.
-pub fn parse_net_dev(text: &str) -> Vec<InterfaceStats> {
-    text.lines()
-        .skip(2)
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(':')?;
-            let name = name.trim();
-            if name == "lo" {
-                return None;
-            }
-            let v: Vec<u64> = rest
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            Some(InterfaceStats {
-                name: name.into(),
-                rx_bytes: v.first().copied(),
-                rx_errors: v.get(2).copied(),
-                tx_bytes: v.get(8).copied(),
-                tx_errors: v.get(10).copied(),
-            })
-        })
-        .collect()
-}
-
-fn read(p: impl AsRef<Path>) -> Option<String> {
-    std::fs::read_to_string(p).ok()
-}
-
-/// The node's cumulative CPU time (ns): the root cpuacct cgroup (v1), else `/proc/stat`.
-fn node_cpu_ns() -> Option<u64> {
-    for p in [
-        "/sys/fs/cgroup/cpuacct/cpuacct.usage",
-        "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage",
-    ] {
-        if let Some(v) = read(p).and_then(|s| s.trim().parse().ok()) {
-            return Some(v);
-        }
-    }
-    if let Some(s) = read("/sys/fs/cgroup/cpu.stat") {
-        if let Some(us) = parse_kv(&s).get("usage_usec") {
-            return Some(us * 1000);
-        }
-    }
-    read("/proc/stat").and_then(|s| proc_stat_cpu_ns(&s))
-}
-
-/// Node memory as cAdvisor computes it for the root container: usage, working set = usage −
-/// inactive file, available = capacity − working set.
-fn node_memory(ts: i64) -> Option<MemoryStats> {
-    let meminfo = read("/proc/meminfo")?;
-    let mi = parse_meminfo(&meminfo);
-    let total = *mi.get("MemTotal")?;
-    let (usage, inactive_file, rss, pgfault, pgmajfault) = match (
-        read("/sys/fs/cgroup/memory/memory.usage_in_bytes")
-            .and_then(|s| s.trim().parse::<u64>().ok()),
-        read("/sys/fs/cgroup/memory/memory.stat"),
-    ) {
-        (Some(usage), Some(stat)) => {
-            let st = parse_kv(&stat);
-            (
-                usage,
-                st.get("total_inactive_file").copied().unwrap_or(0),
-                st.get("total_rss").copied(),
-                st.get("total_pgfault").copied(),
-                st.get("total_pgmajfault").copied(),
-            )
-        }
-        _ => (
-            total.saturating_sub(*mi.get("MemFree").unwrap_or(&0)),
-            *mi.get("Inactive(file)").unwrap_or(&0),
-            mi.get("AnonPages").copied(),
-            None,
-            None,
-        ),
-    };
-    let ws = usage.saturating_sub(inactive_file);
-    Some(MemoryStats {
-        time: meta_time(ts),
-        available_bytes: Some(total.saturating_sub(ws)),
-        usage_bytes: Some(usage),
-        working_set_bytes: Some(ws),
-        rss_bytes: rss,
-        page_faults: pgfault,
-        major_page_faults: pgmajfault,
-        time_ns: ts,
-    })
-}
-
-fn statvfs_fs(path: &Path, ts: i64) -> Option<FsStats> {
-    let s = nix::sys::statvfs::statvfs(path).ok()?;
-    let frsize = s.fragment_size() as u64;
-    let capacity = s.blocks() as u64 * frsize;
-    let avail = s.blocks_available() as u64 * frsize;
-    let free = s.blocks_free() as u64 * frsize;
-    Some(FsStats {
-        time: meta_time(ts),
-        available_bytes: Some(avail),
-        capacity_bytes: Some(capacity),
-        used_bytes: Some(capacity.saturating_sub(free)),
-        inodes_free: Some(s.files_free() as u64),
-        inodes: Some(s.files() as u64),
-        inodes_used: Some((s.files() as u64).saturating_sub(s.files_free() as u64)),
-    })
-}
-
 /// Builds summaries; keeps the previous CPU samples for rates.
 pub struct StatsProvider {
     cri: CriClient,
     node_name: String,
     root_dir: PathBuf,
+    /// Where pod cgroups are: their pressure files (cgroup v2).
+    pod_cgroups: Option<crate::cm::CgroupLayout>,
     rates: Mutex<RateCache>,
     /// The image filesystem's mount point, as the runtime's `ImageFsInfo` named it once.
     image_fs_mountpoint: Mutex<Option<PathBuf>>,
@@ -522,8 +394,18 @@ impl StatsProvider {
             cri,
             node_name,
             root_dir,
+            pod_cgroups: None,
             rates: Mutex::new(RateCache::default()),
             image_fs_mountpoint: Mutex::new(None),
+        }
+    }
+
+    /// The same provider, reading the pods' and containers' pressure stall figures from their
+    /// cgroups under `layout` (on cgroup v2; [`psi`]).
+    pub fn with_pod_cgroups(self, layout: Option<crate::cm::CgroupLayout>) -> Self {
+        StatsProvider {
+            pod_cgroups: layout,
+            ..self
         }
     }
 
@@ -598,127 +480,134 @@ impl StatsProvider {
             .and_then(|s| proc_stat_btime(&s))
             .unwrap_or(0);
 
-        let mut rates = self.rates.lock().unwrap();
-        let mut seen = std::collections::HashSet::new();
-        let node_cpu = node_cpu_ns.map(|u| {
-            seen.insert("node".to_string());
-            CpuStats {
-                time: meta_time(ts),
-                usage_nano_cores: rates.rate("node", ts, u),
-                usage_core_nano_seconds: Some(u),
-                time_ns: ts,
+        // the rate cache is held for this block only (not across the awaits below)
+        let (node_cpu, mut pods) = {
+            let mut rates = self.rates.lock().unwrap();
+            let mut seen = std::collections::HashSet::new();
+            let node_cpu = node_cpu_ns.map(|u| {
+                seen.insert("node".to_string());
+                CpuStats {
+                    time: meta_time(ts),
+                    usage_nano_cores: rates.rate("node", ts, u),
+                    usage_core_nano_seconds: Some(u),
+                    time_ns: ts,
+                    psi: None,
+                }
+            });
+            let running: HashMap<&str, &api::Container> = containers
+                .iter()
+                .filter(|c| c.state == api::ContainerState::ContainerRunning as i32)
+                .map(|c| (c.id.as_str(), c))
+                .collect();
+            let mut by_sandbox: HashMap<&str, Vec<ContainerStats>> = HashMap::new();
+            for st in &cstats {
+                let Some(attr) = st.attributes.as_ref() else {
+                    continue;
+                };
+                let Some(c) = running.get(attr.id.as_str()) else {
+                    continue;
+                };
+                seen.insert(attr.id.clone());
+                let name = c
+                    .labels
+                    .get(labels::CONTAINER_NAME)
+                    .cloned()
+                    .or_else(|| c.metadata.as_ref().map(|m| m.name.clone()))
+                    .unwrap_or_default();
+                let cs = ContainerStats {
+                    name,
+                    start_time: meta_time(c.created_at),
+                    cpu: st
+                        .cpu
+                        .as_ref()
+                        .map(|u| cpu_from_cri(u, &attr.id, &mut rates)),
+                    memory: st.memory.as_ref().map(memory_from_cri),
+                    rootfs: if cpu_and_memory_only {
+                        None
+                    } else {
+                        st.writable_layer.as_ref().map(fs_from_cri)
+                    },
+                    start_ns: c.created_at,
+                    runtime_id: attr.id.clone(),
+                    io: None,
+                };
+                by_sandbox
+                    .entry(c.pod_sandbox_id.as_str())
+                    .or_default()
+                    .push(cs);
             }
-        });
-        let running: HashMap<&str, &api::Container> = containers
-            .iter()
-            .filter(|c| c.state == api::ContainerState::ContainerRunning as i32)
-            .map(|c| (c.id.as_str(), c))
-            .collect();
-        let mut by_sandbox: HashMap<&str, Vec<ContainerStats>> = HashMap::new();
-        for st in &cstats {
-            let Some(attr) = st.attributes.as_ref() else {
-                continue;
-            };
-            let Some(c) = running.get(attr.id.as_str()) else {
-                continue;
-            };
-            seen.insert(attr.id.clone());
-            let name = c
-                .labels
-                .get(labels::CONTAINER_NAME)
-                .cloned()
-                .or_else(|| c.metadata.as_ref().map(|m| m.name.clone()))
-                .unwrap_or_default();
-            let cs = ContainerStats {
-                name,
-                start_time: meta_time(c.created_at),
-                cpu: st
-                    .cpu
+            let mut pods = Vec::new();
+            for s in sandboxes
+                .iter()
+                .filter(|s| s.state == api::PodSandboxState::SandboxReady as i32)
+            {
+                let Some(md) = s.metadata.as_ref() else {
+                    continue;
+                };
+                let mut containers = by_sandbox.remove(s.id.as_str()).unwrap_or_default();
+                containers.sort_by(|a, b| a.name.cmp(&b.name));
+                let linux = psstats.get(&s.id).and_then(|p| p.linux.as_ref());
+                let key = format!("pod/{}", s.id);
+                let mut cpu = linux
+                    .and_then(|l| l.cpu.as_ref())
+                    .map(|c| cpu_from_cri(c, &key, &mut rates));
+                seen.insert(key);
+                let mut memory = linux.and_then(|l| l.memory.as_ref()).map(memory_from_cri);
+                let (sum_cpu, sum_mem) = sum_containers(&containers);
+                if cpu
                     .as_ref()
-                    .map(|u| cpu_from_cri(u, &attr.id, &mut rates)),
-                memory: st.memory.as_ref().map(memory_from_cri),
-                rootfs: if cpu_and_memory_only {
+                    .and_then(|c| c.usage_core_nano_seconds)
+                    .unwrap_or(0)
+                    == 0
+                {
+                    cpu = sum_cpu.or(cpu);
+                }
+                if memory
+                    .as_ref()
+                    .and_then(|m| m.working_set_bytes)
+                    .unwrap_or(0)
+                    == 0
+                {
+                    memory = sum_mem.or(memory);
+                }
+                let network = if cpu_and_memory_only {
                     None
                 } else {
-                    st.writable_layer.as_ref().map(fs_from_cri)
-                },
-                start_ns: c.created_at,
-            };
-            by_sandbox
-                .entry(c.pod_sandbox_id.as_str())
-                .or_default()
-                .push(cs);
-        }
-        let mut pods = Vec::new();
-        for s in sandboxes
-            .iter()
-            .filter(|s| s.state == api::PodSandboxState::SandboxReady as i32)
-        {
-            let Some(md) = s.metadata.as_ref() else {
-                continue;
-            };
-            let mut containers = by_sandbox.remove(s.id.as_str()).unwrap_or_default();
-            containers.sort_by(|a, b| a.name.cmp(&b.name));
-            let linux = psstats.get(&s.id).and_then(|p| p.linux.as_ref());
-            let key = format!("pod/{}", s.id);
-            let mut cpu = linux
-                .and_then(|l| l.cpu.as_ref())
-                .map(|c| cpu_from_cri(c, &key, &mut rates));
-            seen.insert(key);
-            let mut memory = linux.and_then(|l| l.memory.as_ref()).map(memory_from_cri);
-            let (sum_cpu, sum_mem) = sum_containers(&containers);
-            if cpu
-                .as_ref()
-                .and_then(|c| c.usage_core_nano_seconds)
-                .unwrap_or(0)
-                == 0
-            {
-                cpu = sum_cpu.or(cpu);
+                    linux
+                        .and_then(|l| l.network.as_ref())
+                        .and_then(network_from_cri)
+                };
+                let ephemeral_storage = if cpu_and_memory_only {
+                    None
+                } else {
+                    let used: u64 = containers
+                        .iter()
+                        .filter_map(|c| c.rootfs.as_ref().and_then(|r| r.used_bytes))
+                        .sum();
+                    Some(FsStats {
+                        time: meta_time(ts),
+                        used_bytes: Some(used),
+                        ..Default::default()
+                    })
+                };
+                pods.push(PodStats {
+                    pod_ref: PodReference {
+                        name: md.name.clone(),
+                        namespace: md.namespace.clone(),
+                        uid: md.uid.clone(),
+                    },
+                    start_time: meta_time(s.created_at),
+                    containers,
+                    cpu,
+                    memory,
+                    network,
+                    ephemeral_storage,
+                    io: None,
+                });
             }
-            if memory
-                .as_ref()
-                .and_then(|m| m.working_set_bytes)
-                .unwrap_or(0)
-                == 0
-            {
-                memory = sum_mem.or(memory);
-            }
-            let network = if cpu_and_memory_only {
-                None
-            } else {
-                linux
-                    .and_then(|l| l.network.as_ref())
-                    .and_then(network_from_cri)
-            };
-            let ephemeral_storage = if cpu_and_memory_only {
-                None
-            } else {
-                let used: u64 = containers
-                    .iter()
-                    .filter_map(|c| c.rootfs.as_ref().and_then(|r| r.used_bytes))
-                    .sum();
-                Some(FsStats {
-                    time: meta_time(ts),
-                    used_bytes: Some(used),
-                    ..Default::default()
-                })
-            };
-            pods.push(PodStats {
-                pod_ref: PodReference {
-                    name: md.name.clone(),
-                    namespace: md.namespace.clone(),
-                    uid: md.uid.clone(),
-                },
-                start_time: meta_time(s.created_at),
-                containers,
-                cpu,
-                memory,
-                network,
-                ephemeral_storage,
-            });
-        }
-        rates.retain(&seen);
-        drop(rates);
+            rates.retain(&seen);
+            (node_cpu, pods)
+        };
         pods.sort_by(|a, b| {
             (&a.pod_ref.namespace, &a.pod_ref.name).cmp(&(&b.pod_ref.namespace, &b.pod_ref.name))
         });
@@ -756,7 +645,7 @@ impl StatsProvider {
             });
             (network, fs, runtime)
         };
-        Ok(Summary {
+        let summary = Summary {
             node: NodeStats {
                 node_name: self.node_name.clone(),
                 system_containers: Vec::new(),
@@ -766,9 +655,23 @@ impl StatsProvider {
                 network,
                 fs,
                 runtime,
+                io: None,
             },
             pods,
+        };
+        let layout = self.pod_cgroups.clone();
+        Ok(tokio::task::spawn_blocking(move || {
+            let mut summary = summary;
+            psi::attach(
+                &mut summary,
+                Path::new(psi::CGROUP_ROOT),
+                layout.as_ref(),
+                ts,
+            );
+            summary
         })
+        .await
+        .unwrap_or_default())
     }
 }
 
@@ -787,37 +690,6 @@ mod tests {
     }
 
     #[test]
-    fn memory_stat_and_meminfo_parse() {
-        let kv = parse_kv("cache 10\ntotal_inactive_file 4096\nbad\n");
-        assert_eq!(kv["total_inactive_file"], 4096);
-        let mi = parse_meminfo("MemTotal:       1000 kB\nHugePages_Total:       0\n");
-        assert_eq!(mi["MemTotal"], 1_024_000);
-        assert_eq!(mi["HugePages_Total"], 0);
-    }
-
-    #[test]
-    fn proc_stat_gives_busy_time_and_boot_time() {
-        let s = "cpu  100 5 50 1000 7 1 2 3 0 0\ncpu0 1 2 3 4\nbtime 1700000000\n";
-        assert_eq!(
-            proc_stat_cpu_ns(s),
-            Some((100 + 5 + 50 + 1 + 2 + 3) * 10_000_000)
-        );
-        assert_eq!(proc_stat_btime(s), Some(1_700_000_000));
-    }
-
-    #[test]
-    fn net_dev_skips_loopback() {
-        let t = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo: 10 1 0 0 0 0 0 0 10 1 0 0 0 0 0 0\n  eth0: 1000 10 2 0 0 0 0 0 2000 20 3 0 0 0 0 0\n";
-        let v = parse_net_dev(t);
-        assert_eq!(v.len(), 1);
-        assert_eq!(v[0].name, "eth0");
-        assert_eq!(v[0].rx_bytes, Some(1000));
-        assert_eq!(v[0].rx_errors, Some(2));
-        assert_eq!(v[0].tx_bytes, Some(2000));
-        assert_eq!(v[0].tx_errors, Some(3));
-    }
-
-    #[test]
     fn summary_serializes_in_the_stats_v1alpha1_shape() {
         let s = Summary {
             node: NodeStats {
@@ -828,6 +700,7 @@ mod tests {
                     usage_nano_cores: Some(5),
                     usage_core_nano_seconds: Some(7),
                     time_ns: 1_500_000_000,
+                    psi: None,
                 }),
                 ..Default::default()
             },

@@ -3,8 +3,9 @@
 # already present are skipped without touching apt.
 #
 # Usage: hack/install-deps.sh [GROUP...]
-#   GROUP is harness (the default when none is named: the list below) or vm (the VM list below);
-#   e.g. `hack/install-deps.sh vm` installs only what a VM needs, `harness vm` both.
+#   GROUP is harness (the default when none is named: the list below), vm (the VM list below) or
+#   vagrant (the Vagrant list below); e.g. `hack/install-deps.sh vm` installs only what a VM
+#   needs, `harness vm` both.
 #
 # Every program a test or the harness calls comes from this list (or from a build script of the
 # project: hack/build-k8s.sh for etcd/kube-apiserver/kube-controller-manager/kubectl/kube-proxy,
@@ -45,6 +46,22 @@
 #                                                 and the QEMU monitor (hack/vm.sh down)
 #   iproute2 iptables                             the VM's tap device and its guard chains
 #   busybox-static                                the tiny image `ctr run` checks the VM with
+#
+# The vagrant group: `vagrant up` with the libvirt provider on this machine (vagrant/Vagrantfile,
+# hack/vagrant-box.sh, hack/lib/libvirt.sh; the vm group comes along: the box is its image):
+#   vagrant vagrant-libvirt                       Vagrant and its libvirt provider
+#   libvirt-daemon-system                         libvirtd and virtlogd (started by hand by
+#                                                 hack/lib/libvirt.sh: no systemd here); it brings
+#                                                 libvirt-daemon-config-network, whose NAT network
+#                                                 `default` hack/lib/libvirt.sh never starts
+#   libvirt-clients                               virsh (networks, domains, the cleanup checks)
+#   dnsmasq-base                                  DHCP on the isolated management network (no DNS)
+#   qemu-system-x86 qemu-utils                    the domain's QEMU (type qemu: TCG) and qemu-img
+#                                                 (the box's qcow2)
+#   rsync                                         the Vagrantfile's rsync synced folders (host side)
+#   openssh-client                                vagrant ssh
+#   e2fsprogs                                     debugfs: the box's changes to the image's disk
+#   iptables iproute2                             the guard chain, the bridges' checks
 set -euo pipefail
 harness_pkgs=(containerd runc containernetworking-plugins docker-registry skopeo umoci busybox-static
       iptables iproute2 openssl protobuf-compiler libc6-dev gcc libseccomp-dev pkg-config curl jq kmod
@@ -52,13 +69,16 @@ harness_pkgs=(containerd runc containernetworking-plugins docker-registry skopeo
       systemd vagrant bash-static netcat-openbsd nginx bind9-dnsutils)
 vm_pkgs=(qemu-system-x86 qemu-utils debootstrap e2fsprogs openssh-client socat iproute2 iptables
          busybox-static)
+vagrant_pkgs=(vagrant vagrant-libvirt libvirt-daemon-system libvirt-clients dnsmasq-base
+              qemu-system-x86 qemu-utils rsync openssh-client e2fsprogs iptables iproute2)
 pkgs=()
 [ $# -gt 0 ] || set -- harness
 for group in "$@"; do
   case "$group" in
     harness) pkgs+=("${harness_pkgs[@]}") ;;
     vm) pkgs+=("${vm_pkgs[@]}") ;;
-    *) echo "install-deps: unknown group $group (use harness or vm)" >&2; exit 2 ;;
+    vagrant) pkgs+=("${vm_pkgs[@]}" "${vagrant_pkgs[@]}") ;;
+    *) echo "install-deps: unknown group $group (use harness, vm or vagrant)" >&2; exit 2 ;;
   esac
 done
 missing=()

@@ -273,7 +273,7 @@ if [ "${KUBEADM:-1}" != 0 ]; then
       hack/vm.sh join
       CARGO_LOG="$ROOT/_output/cargo-tests-vm.log"
       : > "$CARGO_LOG"
-      run_e2e_modules "$CARGO_LOG" vm -- --ignored --test-threads=1
+      run_e2e_modules "$CARGO_LOG" vm -- --ignored --test-threads=1 --nocapture
     fi
   fi
 fi

@@ -348,6 +348,7 @@ fn logs_exec_and_port_forward_reach_the_vms_deckhand() {
         &format!("pod/{name}"),
         "--timeout=60s",
     ]);
+    let t0 = Instant::now();
     kubectl_apply(&vm_pod(
         name,
         "echo hello from the vm; mkdir -p /www; echo served by the vm > /www/index.html; exec httpd -f -p 8080 -h /www",
@@ -356,6 +357,11 @@ fn logs_exec_and_port_forward_reach_the_vms_deckhand() {
         serde_json::json!([]),
     ));
     wait_running(name);
+    // a figure for the report (hack/test.sh runs this module with --nocapture)
+    eprintln!(
+        "vm: pod {name} create -> Running on {VM}: {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
     let logs = poll(Duration::from_secs(30), "the pod's log", || {
         let out = kubectl_out(&["logs", "-n", NS, name]);
         let s = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -195,8 +195,10 @@ pub async fn start_container(
             Err(msg) => Err(msg),
         };
         let (env, env_sources) = env_result.map_err(|msg| config_error(ctx, pod, name, msg))?;
-        let mut mounts = crate::volume::container_mounts(c, target.volumes, &images, &env)
-            .map_err(|e| config_error(ctx, pod, name, e.to_string()))?;
+        let read_only = crate::volume::read_only_volumes(pod);
+        let mut mounts =
+            crate::volume::container_mounts(c, target.volumes, &read_only, &images, &env)
+                .map_err(|e| config_error(ctx, pod, name, e.to_string()))?;
         if let Some(m) = termination_message_mount(ctx, pod, c).await {
             mounts.push(m);
         }

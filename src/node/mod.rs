@@ -282,6 +282,12 @@ impl NodeAgent {
 
     async fn compute_status(&self, host: &HostInfo, previous: Option<&NodeStatus>) -> NodeStatus {
         let (version, errors, handlers) = runtime_facts(&self.cri).await;
+        let root = self.cfg.root_dir.clone();
+        let in_use = tokio::task::spawn_blocking(move || {
+            crate::volume::pv::volumes_in_use(crate::volume::pv::local_volumes_on_disk(&root))
+        })
+        .await
+        .unwrap_or_default();
         let kubelet_version = crate::kubelet_version();
         status::node_status(&status::NodeStatusInputs {
             host,
@@ -303,6 +309,7 @@ impl NodeAgent {
                 .unwrap_or_default(),
             eviction_thresholds: &self.cfg.eviction_thresholds,
             external_cloud_provider: self.cfg.external_cloud_provider,
+            volumes_in_use: &in_use,
         })
     }
 

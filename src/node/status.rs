@@ -49,6 +49,9 @@ pub struct NodeStatusInputs<'a> {
     /// set them) are kept instead of `node_ips` (k/k nodestatus `NodeAddress`: "provider set
     /// addresses should take precedence").
     pub external_cloud_provider: bool,
+    /// `status.volumesInUse`: the unique names of the volumes pods on the node have mounted
+    /// that the attach/detach controller tracks ([`crate::volume::pv::volumes_in_use`]).
+    pub volumes_in_use: &'a [String],
 }
 
 fn condition(
@@ -312,6 +315,7 @@ pub fn node_status(inp: &NodeStatusInputs) -> NodeStatus {
             swap: None,
         }),
         runtime_handlers: runtime_handlers(inp.runtime_handlers),
+        volumes_in_use: (!inp.volumes_in_use.is_empty()).then(|| inp.volumes_in_use.to_vec()),
         ..Default::default()
     }
 }
@@ -350,6 +354,11 @@ pub fn status_patch(api: Option<&NodeStatus>, new: &NodeStatus) -> serde_json::V
     let stale = api.is_some_and(|a| a.runtime_handlers.as_ref().is_some_and(|h| !h.is_empty()));
     if new.runtime_handlers.is_none() && stale {
         patch["status"]["runtimeHandlers"] = serde_json::Value::Null;
+    }
+    // the last volume unmounted: the list goes (an absent field would keep the old one)
+    let in_use = api.is_some_and(|a| a.volumes_in_use.as_ref().is_some_and(|v| !v.is_empty()));
+    if new.volumes_in_use.is_none() && in_use {
+        patch["status"]["volumesInUse"] = serde_json::Value::Null;
     }
     patch
 }
@@ -594,7 +603,39 @@ mod tests {
             pressure: &[],
             eviction_thresholds: defaults(),
             external_cloud_provider: false,
+            volumes_in_use: &[],
         }
+    }
+
+    #[test]
+    fn volumes_in_use_are_reported_and_cleared_when_the_last_one_goes() {
+        let with = |v: Option<Vec<&str>>| NodeStatus {
+            volumes_in_use: v.map(|v| v.into_iter().map(String::from).collect()),
+            ..Default::default()
+        };
+        let api = with(Some(vec!["kubernetes.io/local-volume/pv1"]));
+        let p = status_patch(Some(&api), &with(None));
+        assert!(p["status"]["volumesInUse"].is_null(), "{p}");
+        assert!(
+            p["status"]
+                .as_object()
+                .unwrap()
+                .contains_key("volumesInUse"),
+            "cleared: {p}"
+        );
+        let p = status_patch(Some(&with(None)), &with(None));
+        assert!(
+            !p["status"]
+                .as_object()
+                .unwrap()
+                .contains_key("volumesInUse"),
+            "{p}"
+        );
+        let p = status_patch(Some(&with(None)), &api);
+        assert_eq!(
+            p["status"]["volumesInUse"][0],
+            "kubernetes.io/local-volume/pv1"
+        );
     }
 
     #[test]

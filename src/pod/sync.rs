@@ -402,12 +402,12 @@ impl PodWorker {
                     None,
                     true,
                     reason::FAILED_MOUNT,
-                    format!("MountVolume.SetUp failed: {e}"),
+                    e.failed_mount_message(),
                 );
                 v
             }
             VolumesForStart::Failed(e) => {
-                let msg = format!("MountVolume.SetUp failed: {e}");
+                let msg = e.failed_mount_message();
                 ctx.recorder.pod(pod, None, true, reason::FAILED_MOUNT, msg);
                 let retry = crate::volume::setup_retry_delay(self.volume_setup_retry);
                 self.volume_setup_retry = Some(retry);
@@ -596,7 +596,7 @@ impl PodWorker {
                 None,
                 true,
                 reason::FAILED_MOUNT,
-                format!("MountVolume.SetUp failed: {e}"),
+                e.failed_mount_message(),
             );
         }
     }

@@ -15,6 +15,7 @@
 //! writer in [`writer`].
 
 mod downward;
+pub mod pv;
 pub mod token;
 pub mod writer;
 
@@ -103,6 +104,20 @@ pub enum VolumeError {
         /// What is wrong.
         why: String,
     },
+    /// A PersistentVolumeClaim (or its PV) cannot be used yet, in the Go kubelet's words
+    /// ([`pv::claim_error`]): not bound, being deleted, a PV bound elsewhere, ...
+    #[error("{message}")]
+    Claim {
+        /// The whole message.
+        message: String,
+    },
+    /// Something is still mounted in a pod's directory: it is left in place, never deleted
+    /// through.
+    #[error("volume paths are still present on disk: {path} is still a mount point; the pod directory is kept")]
+    StillMounted {
+        /// The mount point.
+        path: String,
+    },
     /// A hostPath type check failed.
     #[error("hostPath type check failed: {path} is not a {want}")]
     HostPathType {
@@ -111,6 +126,20 @@ pub enum VolumeError {
         /// The expected type.
         want: String,
     },
+}
+
+impl VolumeError {
+    /// The `FailedMount` event's text: the Go kubelet's volume manager wording for a claim that
+    /// cannot be used (`Unable to attach or mount volumes: ...`), `MountVolume.SetUp failed:
+    /// ...` for the rest.
+    pub fn failed_mount_message(&self) -> String {
+        match self {
+            VolumeError::Claim { message } => {
+                format!("Unable to attach or mount volumes: {message}")
+            }
+            e => format!("MountVolume.SetUp failed: {e}"),
+        }
+    }
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> VolumeError + 'a {
@@ -203,6 +232,11 @@ pub async fn setup(
         .into_iter()
         .flatten()
     {
+        if let Some((claim, read_only)) = pv::claim_of(pod, v) {
+            let path = pv::setup_claim(client, root_dir, pod, v, &claim, read_only).await?;
+            out.insert(v.name.clone(), path);
+            continue;
+        }
         if let Some(hp) = &v.host_path {
             let (path, type_) = (hp.path.clone(), hp.type_.clone());
             let checked = blocking("check hostPath", Path::new(&hp.path), move || {
@@ -485,23 +519,65 @@ pub fn is_mount_point(dir: &Path) -> bool {
     a.dev() != b.dev()
 }
 
-/// Unmounts every mount under the pod's directory and removes it.
+/// The mount points at or below `dir` (from `/proc/self/mountinfo`), deepest first.
+fn mounts_below(dir: &Path) -> Vec<String> {
+    let prefix = format!("{}/", dir.display());
+    let mut points: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(4))
+        .map(|p| p.replace("\\040", " "))
+        .filter(|p| p.starts_with(&prefix))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    points.dedup();
+    points
+}
+
+/// Removes `dir` and everything in it without ever leaving its filesystem: a directory on
+/// another device (a mount not seen when the mounts were taken down) is refused, with nothing
+/// below it touched; symlinks are removed, never followed. So a pod's clean-up cannot delete
+/// data that is not the pod's (a persistent volume still mounted in it).
+///
+/// Errors: [`VolumeError::StillMounted`] at such a directory; I/O errors.
+pub fn remove_tree_on_one_fs(dir: &Path) -> Result<(), VolumeError> {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(p: &Path, dev: u64) -> Result<(), VolumeError> {
+        let md = std::fs::symlink_metadata(p).map_err(io_err("inspect", p))?;
+        if !md.is_dir() {
+            return std::fs::remove_file(p).map_err(io_err("remove", p));
+        }
+        if md.dev() != dev || pv::mounted_at(p) {
+            return Err(VolumeError::StillMounted {
+                path: p.display().to_string(),
+            });
+        }
+        for e in std::fs::read_dir(p).map_err(io_err("read directory", p))? {
+            walk(&e.map_err(io_err("read directory", p))?.path(), dev)?;
+        }
+        std::fs::remove_dir(p).map_err(io_err("remove directory", p))
+    }
+    let dev = match std::fs::symlink_metadata(dir) {
+        Ok(md) => md.dev(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err("inspect", dir)(e)),
+    };
+    walk(dir, dev)
+}
+
+/// Unmounts every mount under the pod's directory (its volumes: tmpfs, local persistent
+/// volumes) and removes it. A mount that is still there afterwards (one that could not be
+/// unmounted, or appeared meanwhile) leaves the directory in place
+/// ([`VolumeError::StillMounted`], as the Go kubelet keeps an orphaned pod's directory while
+/// "volume paths are still present on disk"), and the removal never crosses into another
+/// filesystem ([`remove_tree_on_one_fs`]).
 pub async fn teardown(root_dir: &Path, uid: &str) -> Result<(), VolumeError> {
     let dir = pod_dir(root_dir, uid);
     tokio::task::spawn_blocking(move || {
         if !dir.exists() {
             return Ok(());
         }
-        let prefix = format!("{}/", dir.display());
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let mut points: Vec<String> = mounts
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(1))
-            .map(|p| p.replace("\\040", " "))
-            .filter(|p| p.starts_with(&prefix))
-            .collect();
-        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for p in points {
+        for p in mounts_below(&dir) {
             nix::mount::umount2(p.as_str(), nix::mount::MntFlags::MNT_DETACH).map_err(|e| {
                 VolumeError::Io {
                     op: "unmount",
@@ -510,8 +586,10 @@ pub async fn teardown(root_dir: &Path, uid: &str) -> Result<(), VolumeError> {
                 }
             })?;
         }
-        // Never follow symlinks out of the pod directory while removing it.
-        std::fs::remove_dir_all(&dir).map_err(io_err("remove pod directory", &dir))
+        if let Some(p) = mounts_below(&dir).into_iter().next() {
+            return Err(VolumeError::StillMounted { path: p });
+        }
+        remove_tree_on_one_fs(&dir)
     })
     .await
     .map_err(|e| VolumeError::Io {
@@ -620,6 +698,19 @@ fn add_items(
     Ok(())
 }
 
+/// The pod's volumes that every container mounts read-only: claims the pod asks for read-only
+/// (`persistentVolumeClaim.readOnly`, the volume's `ReadOnly` in the Go kubelet's `makeMounts`).
+pub fn read_only_volumes(pod: &Pod) -> std::collections::BTreeSet<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|v| pv::claim_of(pod, v).is_some_and(|(_, ro)| ro))
+        .map(|v| v.name.clone())
+        .collect()
+}
+
 /// Resolves a container's volume mounts to CRI mounts. `subPath` must stay inside its volume:
 /// it is validated, created when missing, and resolved without following a symlink out of the
 /// volume.
@@ -630,10 +721,12 @@ fn add_items(
 /// `pkg/kubelet/kubelet_pods.go`; the image volume plugin's mounter is read-only).
 ///
 /// Errors: an unknown volume, or a sub-path that escapes (`CreateContainerConfigError`).
-/// `env` is the container's environment, for `subPathExpr` expansion.
+/// `env` is the container's environment, for `subPathExpr` expansion. A mount of a volume in
+/// `read_only` ([`read_only_volumes`]) is read-only whatever the mount says.
 pub fn container_mounts(
     c: &Container,
     volumes: &VolumePaths,
+    read_only: &std::collections::BTreeSet<String>,
     images: &BTreeMap<String, crate::cri::api::ImageSpec>,
     env: &[(String, String)],
 ) -> Result<Vec<crate::cri::api::Mount>, VolumeError> {
@@ -670,7 +763,7 @@ pub fn container_mounts(
         out.push(crate::cri::api::Mount {
             container_path: m.mount_path.clone(),
             host_path: host_path.display().to_string(),
-            readonly: m.read_only.unwrap_or(false),
+            readonly: m.read_only.unwrap_or(false) || read_only.contains(&m.name),
             ..Default::default()
         });
     }
@@ -782,7 +875,8 @@ mod tests {
         ];
         for (m, sub) in cases {
             let c = image_mount_container(serde_json::json!([m]));
-            let got = container_mounts(&c, &VolumePaths::new(), &images, &env).unwrap();
+            let got = container_mounts(&c, &VolumePaths::new(), &Default::default(), &images, &env)
+                .unwrap();
             assert_eq!(
                 got,
                 vec![crate::cri::api::Mount {
@@ -808,7 +902,8 @@ mod tests {
             serde_json::json!({"name": "vol", "mountPath": "/v", "subPathExpr": "$(UP)/x"}),
         ] {
             let c = image_mount_container(serde_json::json!([m]));
-            let err = container_mounts(&c, &VolumePaths::new(), &images, &env).unwrap_err();
+            let err = container_mounts(&c, &VolumePaths::new(), &Default::default(), &images, &env)
+                .unwrap_err();
             assert!(matches!(err, VolumeError::InvalidPath { .. }), "{m}: {err}");
         }
     }
@@ -844,6 +939,46 @@ mod tests {
             .unwrap()
             .ends_with("vol/inner"));
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// The data of a persistent volume still bind-mounted in a pod's directory survives the
+    /// pod's clean-up: the removal stops at the mount (same filesystem, so only the mount table
+    /// tells) and reports it.
+    #[test]
+    fn removing_a_pod_directory_never_deletes_through_a_mount() {
+        let base = std::env::temp_dir().join(format!("deckhand-rm-test-{}", std::process::id()));
+        let data = base.join("pv-data");
+        let pod = base.join("pod");
+        let mnt = pod.join("volumes/kubernetes.io~local-volume/pv1");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("precious"), "keep me").unwrap();
+        std::fs::create_dir_all(&mnt).unwrap();
+        std::fs::write(pod.join("other-file"), "x").unwrap();
+        if let Err(e) = nix::mount::mount(
+            Some(&data),
+            &mnt,
+            None::<&str>,
+            nix::mount::MsFlags::MS_BIND,
+            None::<&str>,
+        ) {
+            eprintln!("skipped: cannot bind-mount here ({e})");
+            let _ = std::fs::remove_dir_all(&base);
+            return;
+        }
+        let r = remove_tree_on_one_fs(&pod);
+        assert!(matches!(r, Err(VolumeError::StillMounted { .. })), "{r:?}");
+        assert_eq!(
+            std::fs::read_to_string(data.join("precious")).unwrap(),
+            "keep me"
+        );
+        nix::mount::umount2(&mnt, nix::mount::MntFlags::MNT_DETACH).unwrap();
+        remove_tree_on_one_fs(&pod).unwrap();
+        assert!(!pod.exists());
+        assert_eq!(
+            std::fs::read_to_string(data.join("precious")).unwrap(),
+            "keep me"
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -50,6 +50,10 @@
 #                          stay; tests/e2e/dns.rs and the DNS conformance tests then fail)
 #   COREDNS_WAIT_TIMEOUT   seconds to wait for the coredns Deployment to be available (default
 #                          120; `up` fails after that, with the pod's description and log)
+#   LOCAL_UP_STORAGE       1 (default): kind's default StorageClass `standard`, rancher's
+#                          local-path-provisioner (built from its Go module by
+#                          hack/build-local-path-provisioner.sh, cached; volumes in
+#                          /var/local-path-provisioner on the node); 0: none
 #   DECKHAND_ARGS          extra arguments appended to deckhand's command line
 #   DECKHAND_ROOT_SIZE     size of the tmpfs mounted on deckhand's root dir (default 1g)
 #   DECKHAND_JOIN          1 (default): deckhand joins the kubeadm way, through a bootstrap token,
@@ -292,6 +296,7 @@ cmd_up() {
   else
     log "coredns: no cluster DNS (LOCAL_UP_DNS=0)"
   fi
+  step_storage
   # NODES=N: the extra nodes, after the main one (it registers first: 10.244.0.0/24 is its pod CIDR)
   step_nodes
   [ "$NODES" -le 1 ] || { nodes_wait_daemonset; wait_kube_proxy; }

@@ -71,6 +71,7 @@ log "Go builds in the background (log: $PREBUILD_LOG)"
   hack/build-k8s.sh etcd kube-apiserver kube-controller-manager kubectl kube-proxy \
     ginkgo agnhost nonewprivs sample-apiserver $([ "${CONFORMANCE:-1}" != 0 ] && echo e2e.test)
   [ "${LOCAL_UP_DNS:-1}" = 0 ] || hack/build-coredns.sh
+  [ "${LOCAL_UP_STORAGE:-1}" = 0 ] || hack/build-local-path-provisioner.sh
   # CONTAINERD=2: the cluster runs containerd 2.x (hack/local-up.sh), built from its Go module
   # (and the second runtime phase below runs on it unless OTHER_RUNTIME=0)
   case "${CONTAINERD:-}" in 2|2.*) hack/build-containerd.sh ;; *) [ "${OTHER_RUNTIME:-1}" = 0 ] || hack/build-containerd.sh ;; esac

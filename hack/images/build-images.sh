@@ -16,6 +16,9 @@
 #                 distroless/static). It runs as root, where upstream's runs as nonroot with a
 #                 cap_net_bind_service file capability: the Deployment drops every capability
 #                 but NET_BIND_SERVICE, which root keeps across exec without file capabilities
+#   local-path-provisioner - _output/bin/local-path-provisioner (hack/build-local-path-provisioner.sh:
+#                 static, rancher's release at LOCAL_PATH_PROVISIONER_VERSION) in /usr/local/bin;
+#                 its helper pods run the busybox image
 # Tags pushed (REGISTRY defaults to 127.0.0.1:5000):
 #   library/busybox:latest, library/busybox:1.36  (docker.io/library/busybox via the mirror)
 #   busybox:latest                                (direct 127.0.0.1:5000/busybox refs)
@@ -23,6 +26,7 @@
 #   kube-proxy:$KUBE_VERSION                      (registry.k8s.io/kube-proxy:<v> via the mirror)
 #   curl:latest                                   (direct 127.0.0.1:5000/curl refs)
 #   coredns/coredns:$COREDNS_VERSION              (registry.k8s.io/coredns/coredns:<v> via the mirror)
+#   rancher/local-path-provisioner:$LOCAL_PATH_PROVISIONER_VERSION (docker.io/rancher/... via the mirror)
 # and, when AUTH_REGISTRY (e.g. 127.0.0.1:5001) and AUTH_CREDS_FILE (one line user:password) are
 # set, to the password-protected registry:
 #   private/busybox:latest
@@ -51,6 +55,9 @@ CURL_BIN=${CURL_BIN:-/usr/bin/curl}
 COREDNS_BIN=${COREDNS_BIN:-$ROOT/_output/bin/coredns}
 # WITH_COREDNS=0: no coredns image (hack/local-up.sh with LOCAL_UP_DNS=0; no CoreDNS binary needed)
 WITH_COREDNS=${WITH_COREDNS:-1}
+LOCAL_PATH_BIN=${LOCAL_PATH_BIN:-$ROOT/_output/bin/local-path-provisioner}
+# WITH_LOCAL_PATH=0: no local-path-provisioner image (hack/local-up.sh with LOCAL_UP_STORAGE=0)
+WITH_LOCAL_PATH=${WITH_LOCAL_PATH:-1}
 # CONTROL_PLANE_IMAGES=1: the kubeadm control-plane images too (hack/images/build-control-plane-images.sh)
 CONTROL_PLANE_IMAGES=${CONTROL_PLANE_IMAGES:-0}
 WORK="$ROOT/_output/images"
@@ -75,6 +82,12 @@ if [ "$WITH_COREDNS" = 1 ]; then
     die "$COREDNS_BIN is dynamically linked; the image has no libc (build it with CGO_ENABLED=0)"
   fi
 fi
+if [ "$WITH_LOCAL_PATH" = 1 ]; then
+  [ -x "$LOCAL_PATH_BIN" ] || die "$LOCAL_PATH_BIN not found (run hack/build-local-path-provisioner.sh)"
+  if readelf -l "$LOCAL_PATH_BIN" | grep -q 'program interpreter'; then
+    die "$LOCAL_PATH_BIN is dynamically linked; the image has no libc (build it with CGO_ENABLED=0)"
+  fi
+fi
 if [ "$CONTROL_PLANE_IMAGES" = 1 ] && [ "$WITH_COREDNS" != 1 ]; then
   die "CONTROL_PLANE_IMAGES=1 needs the coredns image (WITH_COREDNS=1): kubeadm deploys CoreDNS"
 fi
@@ -95,8 +108,10 @@ declare -A PUSH=(
   [kube-proxy]="kube-proxy:$KUBE_VERSION"
   [curl]="curl:latest"
   [coredns]="coredns/coredns:$COREDNS_VERSION"
+  [local-path-provisioner]="rancher/local-path-provisioner:$LOCAL_PATH_PROVISIONER_VERSION"
 )
 [ "$WITH_COREDNS" = 1 ] || unset 'PUSH[coredns]'
+[ "$WITH_LOCAL_PATH" = 1 ] || unset 'PUSH[local-path-provisioner]'
 # the same for the password-protected registry
 declare -A PUSH_AUTH=(
   [busybox]="private/busybox:latest"
@@ -107,6 +122,7 @@ inputs_hash() {
   { sha256sum "$HERE/build-images.sh" "$HERE/lib.sh" "$HERE/pause.c" "$BUSYBOX_BIN" "$KUBE_PROXY_BIN" \
       "$XTABLES_BIN" "$CURL_BIN" | awk '{print $1}'
     if [ "$WITH_COREDNS" = 1 ]; then sha256sum "$COREDNS_BIN" | awk '{print $1}'; echo "coredns $COREDNS_VERSION"; fi
+    if [ "$WITH_LOCAL_PATH" = 1 ]; then sha256sum "$LOCAL_PATH_BIN" | awk '{print $1}'; echo "local-path $LOCAL_PATH_PROVISIONER_VERSION"; fi
     echo "$ARCH"; } | sha256sum | awk '{print $1}'
 }
 HASH=$(inputs_hash)
@@ -210,6 +226,23 @@ EOF
     umoci repack --image "$tmp/oci:coredns" "$tmp/bundle-coredns"
     umoci config --image "$tmp/oci:coredns" --config.entrypoint /coredns \
       --config.exposedports 53/tcp --config.exposedports 53/udp \
+      --config.workingdir / --architecture "$ARCH" --os linux
+  fi
+
+  # local-path-provisioner: the static binary on the PATH (the Deployment runs
+  # `local-path-provisioner start`), /etc/passwd+group and a /tmp
+  if [ "$WITH_LOCAL_PATH" = 1 ]; then
+    umoci new --image "$tmp/oci:local-path-provisioner"
+    umoci unpack --image "$tmp/oci:local-path-provisioner" "$tmp/bundle-lpp" >/dev/null
+    R="$tmp/bundle-lpp/rootfs"
+    mkdir -p "$R/usr/local/bin" "$R/etc" "$R/tmp"
+    chmod 1777 "$R/tmp"
+    cp "$LOCAL_PATH_BIN" "$R/usr/local/bin/local-path-provisioner"
+    chmod 0755 "$R/usr/local/bin/local-path-provisioner"
+    cp "$tmp/bundle-busybox/rootfs/etc/passwd" "$tmp/bundle-busybox/rootfs/etc/group" "$R/etc/"
+    umoci repack --image "$tmp/oci:local-path-provisioner" "$tmp/bundle-lpp"
+    umoci config --image "$tmp/oci:local-path-provisioner" --config.entrypoint local-path-provisioner \
+      --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       --config.workingdir / --architecture "$ARCH" --os linux
   fi
 

@@ -57,6 +57,10 @@ COREDNS_IMAGE=registry.k8s.io/coredns/coredns:$COREDNS_VERSION
 # LOCAL_UP_DNS=0: no cluster DNS (no CoreDNS build, image, Deployment or wait; deckhand's
 # clusterDNS still names $CLUSTER_DNS, as a kubeadm node's does before its DNS add-on runs)
 LOCAL_UP_DNS=${LOCAL_UP_DNS:-1}
+# LOCAL_UP_STORAGE=0: no local-path-provisioner (no build, image, Deployment or StorageClass
+# `standard`); 1 (default): kind's default StorageClass, rancher's local-path-provisioner
+LOCAL_UP_STORAGE=${LOCAL_UP_STORAGE:-1}
+LOCAL_PATH_IMAGE=docker.io/rancher/local-path-provisioner:$LOCAL_PATH_PROVISIONER_VERSION
 CLUSTER_DNS=10.96.0.10
 CLUSTER_DOMAIN=cluster.local
 SANDBOX_IMAGE=registry.k8s.io/pause:3.10
@@ -199,6 +203,10 @@ step_deps() {
     log "CoreDNS $COREDNS_VERSION (hack/build-coredns.sh; LOCAL_UP_DNS=0 skips cluster DNS)"
     "$ROOT/hack/build-coredns.sh" || die "hack/build-coredns.sh failed"
   fi
+  if [ "$LOCAL_UP_STORAGE" = 1 ]; then
+    log "local-path-provisioner $LOCAL_PATH_PROVISIONER_VERSION (hack/build-local-path-provisioner.sh; LOCAL_UP_STORAGE=0 skips it)"
+    "$ROOT/hack/build-local-path-provisioner.sh" || die "hack/build-local-path-provisioner.sh failed"
+  fi
   if [ "$CONTAINERD_WANTED" = 2 ]; then
     log "containerd $CONTAINERD2_VERSION (hack/build-containerd.sh; CONTAINERD=2)"
     "$ROOT/hack/build-containerd.sh" || die "hack/build-containerd.sh failed"
@@ -242,6 +250,7 @@ REGISTRY_AUTH_CREDS_FILE=$REGISTRY_AUTH_CREDS_FILE
 KUBE_PROXY_IMAGE=$KUBE_PROXY_IMAGE
 COREDNS_IMAGE=$COREDNS_IMAGE
 LOCAL_UP_DNS=$LOCAL_UP_DNS
+LOCAL_UP_STORAGE=$LOCAL_UP_STORAGE
 CLUSTER_DNS=$CLUSTER_DNS
 CLUSTER_DOMAIN=$CLUSTER_DOMAIN
 SANDBOX_IMAGE=$SANDBOX_IMAGE

@@ -256,7 +256,8 @@ kubeadm_wait_addons() {
   for t in $(seq 1 "$KUBEADM_TIMEOUT"); do
     ds=$("$KUBECTL" --kubeconfig "$KUBEADM_ADMIN" -n kube-system get ds kube-proxy -o 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}' 2>/dev/null || true)
     dep=$("$KUBECTL" --kubeconfig "$KUBEADM_ADMIN" -n kube-system get deploy coredns -o 'jsonpath={.status.availableReplicas}/{.spec.replicas}' 2>/dev/null || true)
-    [ "$ds" = "$NODES/$NODES" ] && [ -n "$dep" ] && [ "${dep%/*}" = "${dep#*/}" ] && { log "kube-proxy $ds ready, coredns $dep available"; return 0; }
+    # every node's (NODES, or more when a VM of hack/vm.sh has joined)
+    [ "${ds%/*}" = "${ds#*/}" ] && [ "${ds#*/}" -ge "$NODES" ] 2>/dev/null && [ -n "$dep" ] && [ "${dep%/*}" = "${dep#*/}" ] && { log "kube-proxy $ds ready, coredns $dep available"; return 0; }
     sleep 1
   done
   die "kube-proxy ($ds) or coredns ($dep) not ready within ${KUBEADM_TIMEOUT}s"
@@ -280,7 +281,7 @@ cmd_up_kubeadm() {
   step_registry
   log "images: CONTROL_PLANE_IMAGES=1 hack/images/build-images.sh"
   REGISTRY=$REGISTRY AUTH_REGISTRY=$REGISTRY_AUTH AUTH_CREDS_FILE=$REGISTRY_AUTH_CREDS_FILE \
-    WITH_COREDNS=1 CONTROL_PLANE_IMAGES=1 "$ROOT/hack/images/build-images.sh" 2>&1 | sed 's/^/    /'
+    WITH_COREDNS=1 WITH_LOCAL_PATH=$LOCAL_UP_STORAGE CONTROL_PLANE_IMAGES=1 "$ROOT/hack/images/build-images.sh" 2>&1 | sed 's/^/    /'
   [ "${PIPESTATUS[0]}" = 0 ] || die "hack/images/build-images.sh failed"
   build_deckhand
   # the node's containerd config is the default mode's (its paths are the node's own)
@@ -303,6 +304,7 @@ cmd_up_kubeadm() {
   local t_ready=$((SECONDS - t0))
   ensure_guard_first
   kubeadm_wait_addons
+  step_storage
   if [ "${KUBEADM_REUSED:-0}" = 1 ]; then
     log "up (kubeadm): the cluster of an earlier up is Ready (timings of its kubeadm init: $(cat "$KUBEADM_STATE/timings" 2>/dev/null))"
   else

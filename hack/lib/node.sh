@@ -130,6 +130,25 @@ step_coredns_objects() {
   log "coredns: ServiceAccount, system:coredns, ConfigMap, Deployment kube-system/coredns and Service kube-dns ($CLUSTER_DNS) applied"
 }
 
+# kind's default StorageClass `standard`: rancher's local-path-provisioner (LOCAL_UP_STORAGE=1), its
+# Deployment waited for (it runs on a node of this cluster)
+step_storage() {
+  [ "$LOCAL_UP_STORAGE" = 1 ] || { log "storage: no local-path-provisioner (LOCAL_UP_STORAGE=0)"; return 0; }
+  apply_manifest local-path-storage "$STATE/local-path-storage.log" "local-path-provisioner objects" LOCAL_PATH_IMAGE
+  log "storage: local-path-provisioner $LOCAL_PATH_PROVISIONER_VERSION and the default StorageClass standard (WaitForFirstConsumer) applied"
+  local timeout=${STORAGE_WAIT_TIMEOUT:-120} i k=("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n local-path-storage)
+  [ "$DECKHAND_WAIT_NODE" != 0 ] || return 0
+  for i in $(seq 1 "$timeout"); do
+    if [ "$("${k[@]}" get deployment local-path-provisioner -o 'jsonpath={.status.availableReplicas}' 2>/dev/null)" = 1 ]; then
+      log "storage: local-path-provisioner available"
+      return 0
+    fi
+    sleep 1
+  done
+  "${k[@]}" describe pods -l app=local-path-provisioner 2>&1 | tail -n 30 >&2 || true
+  die "storage: Deployment local-path-storage/local-path-provisioner is not available within ${timeout}s"
+}
+
 # "available/wanted" replicas of the Deployment (empty if it cannot be read)
 coredns_replicas() {
   "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n kube-system get deployment coredns \

@@ -91,7 +91,7 @@ EOF
 step_images() {
   log "images: hack/images/build-images.sh"
   REGISTRY=$REGISTRY AUTH_REGISTRY=$REGISTRY_AUTH AUTH_CREDS_FILE=$REGISTRY_AUTH_CREDS_FILE \
-    WITH_COREDNS=$LOCAL_UP_DNS "$ROOT/hack/images/build-images.sh" 2>&1 | sed 's/^/    /'
+    WITH_COREDNS=$LOCAL_UP_DNS WITH_LOCAL_PATH=$LOCAL_UP_STORAGE "$ROOT/hack/images/build-images.sh" 2>&1 | sed 's/^/    /'
   # prove the mirror mapping through the CRI plugin's own image store (namespace k8s.io)
   local img imgs=(docker.io/library/busybox:latest "$SANDBOX_IMAGE" "$KUBE_PROXY_IMAGE")
   [ "$LOCAL_UP_DNS" = 1 ] && imgs+=("$COREDNS_IMAGE")

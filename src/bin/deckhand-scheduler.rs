@@ -54,6 +54,10 @@ struct Flags {
     /// Bindings in flight at once.
     #[arg(long, default_value_t = 64)]
     bind_concurrency: usize,
+    /// How long a pod's PreBind waits for its PersistentVolumeClaims to be bound
+    /// (kube-scheduler's VolumeBindingArgs.bindTimeoutSeconds; not one of its flags).
+    #[arg(long, default_value = "600s", value_parser = parse_duration)]
+    volume_bind_timeout: Duration,
     /// Log verbosity (0-1 info, 2-3 debug, 4+ trace); RUST_LOG overrides.
     #[arg(long = "v", default_value_t = 0)]
     verbosity: u8,
@@ -116,6 +120,7 @@ async fn main() -> Result<()> {
         scheduler_name: flags.scheduler_name.clone(),
         hostname: hostname.clone(),
         bind_concurrency: flags.bind_concurrency,
+        volume_bind_timeout: flags.volume_bind_timeout,
     };
     tracing::info!(scheduler = %cfg.scheduler_name, leader_elect = flags.leader_elect,
         version = %deckhand::KUBE_VERSION, "deckhand-scheduler starting");

@@ -128,15 +128,19 @@ impl Term {
 
     /// Whether the node satisfies every expression and field of this term.
     pub fn matches(&self, node: &Node) -> bool {
+        let empty = BTreeMap::new();
+        let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+        self.matches_parts(labels, node.metadata.name.as_deref().unwrap_or(""))
+    }
+
+    /// [`Term::matches`] on a node's labels and name ("" skips the field requirements).
+    fn matches_parts(&self, labels: &BTreeMap<String, String>, name: &str) -> bool {
         if self.invalid {
             return false;
         }
-        let empty = BTreeMap::new();
-        let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
         if !self.labels.iter().all(|r| r.matches(labels)) {
             return false;
         }
-        let name = node.metadata.name.as_deref().unwrap_or("");
         // Field requirements are only checked when the node has a name (always, for real nodes).
         if name.is_empty() {
             return true;
@@ -215,6 +219,35 @@ impl RequiredNodeAffinity {
             Some(terms) => terms.iter().any(|t| t.matches(node)),
             None => true,
         }
+    }
+}
+
+/// A `NodeSelector` outside a pod (a PersistentVolume's `spec.nodeAffinity.required`): its
+/// terms ORed, empty terms dropped, an invalid term matching nothing
+/// (`nodeaffinity.NewLazyErrorNodeSelector`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSelectorMatcher {
+    terms: Vec<Term>,
+}
+
+impl NodeSelectorMatcher {
+    pub fn new(ns: &NodeSelector) -> Self {
+        Self {
+            terms: ns
+                .node_selector_terms
+                .iter()
+                .filter(|t| !Term::is_empty(t))
+                .map(Term::parse)
+                .collect(),
+        }
+    }
+
+    /// Matches a node that has only these labels (`corev1.MatchNodeSelectorTerms` on the node
+    /// `volume.CheckNodeAffinity` builds: no name, so `matchFields` are not checked).
+    pub fn matches_labels(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        let empty = BTreeMap::new();
+        let labels = labels.unwrap_or(&empty);
+        self.terms.iter().any(|t| t.matches_parts(labels, ""))
     }
 }
 

@@ -38,11 +38,13 @@ pub mod plugin {
 }
 
 /// Status codes of a rejection (`fwk.Code`): `Unschedulable` may be resolved by preempting pods
-/// on the node; `UnschedulableAndUnresolvable` may not.
+/// on the node; `UnschedulableAndUnresolvable` may not; `Error` is a plugin failure, not a
+/// rejection: the attempt fails with its message (`running "VolumeBinding" filter plugin: ...`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
     Unschedulable,
     UnschedulableAndUnresolvable,
+    Error,
 }
 
 /// Why a node was rejected: the plugin, its code and its reasons (NodeResourcesFit may give
@@ -98,6 +100,11 @@ pub struct SchedPod {
     /// The labels of the pod's namespace (set by the runner), which placed pods' namespace
     /// selectors match.
     pub namespace_labels: std::collections::BTreeMap<String, String>,
+    /// The pod's GCE PD, AWS EBS, iSCSI and RBD volumes (VolumeRestrictions' disk conflicts).
+    pub disk_volumes: Vec<k8s_openapi::api::core::v1::Volume>,
+    /// The volume plugins' PreFilter results (set by the runner, [`super::volumes::pre_filter`]);
+    /// `None` skips their filters.
+    pub volumes: Option<std::sync::Arc<super::volumes::PodVolumeState>>,
 }
 
 impl SchedPod {
@@ -129,6 +136,8 @@ impl SchedPod {
             spread: super::topology_spread::SpreadConstraints::of(pod),
             pod_affinity: super::interpod_affinity::PodAffinityTerms::of(pod),
             namespace_labels: Default::default(),
+            disk_volumes: super::volume_restrictions::disk_volumes(pod),
+            volumes: None,
         }
     }
 }
@@ -278,14 +287,19 @@ pub fn node_resources_fit(pod: &SchedPod, ni: &NodeInfo) -> Option<Rejection> {
 
 type Filter = fn(&SchedPod, &NodeInfo) -> Option<Rejection>;
 
-/// The filters in kube-scheduler's default order (`getDefaultPlugins`).
-pub const FILTERS: [Filter; 6] = [
+/// The filters in kube-scheduler's default order (`getDefaultPlugins`); PodTopologySpread and
+/// InterPodAffinity, which follow, need per-attempt counts and run in
+/// [`super::schedule_one::schedule`].
+pub const FILTERS: [Filter; 9] = [
     node_unschedulable,
     node_name,
     taint_toleration,
     node_affinity,
     node_ports,
     node_resources_fit,
+    super::volumes::volume_restrictions,
+    super::volumes::volume_binding,
+    super::volumes::volume_zone,
 ];
 
 /// Runs the filters in order; the first rejection decides (`RunFilterPlugins`).

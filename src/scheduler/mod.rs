@@ -20,11 +20,15 @@
 //! | active / back-off / unschedulable queue | `backend/queue` | [`queue`] |
 //! | events.k8s.io events | `client-go/tools/events` | [`events`] |
 //! | Lease-based leader election | `client-go/tools/leaderelection` | [`leader`] |
+//! | claims, volumes, classes and what the scheduler assumed of them | `volumebinding` assume caches, `component-helpers/storage/volume` | [`storage`] |
+//! | VolumeBinding: PreFilter, Filter, Reserve, PreBind | `volumebinding` (`volume_binding.go`, `binder.go`) | [`volumebinding`] |
+//! | VolumeRestrictions, VolumeZone | `volumerestrictions`, `volumezone` | [`volume_restrictions`], [`volume_zone`] |
+//! | the volume plugins together, their queueing hints | `EventsToRegister` | [`volumes`] |
 //! | watches, the scheduling loop, binding, status | `scheduler.go`, `eventhandlers.go`, `DefaultBinder` | [`runner`] |
 //!
 //! Filters and scores are pure functions over a snapshot of the cache; the loop around them is
-//! thin. Not implemented (kube-scheduler defaults that are): image locality, volume plugins,
-//! dynamic resources, extenders, multiple profiles.
+//! thin. Not implemented (kube-scheduler defaults that are): image locality, NodeVolumeLimits,
+//! storage capacity, dynamic resources, extenders, multiple profiles.
 
 pub mod affinity;
 pub mod cache;
@@ -40,8 +44,13 @@ pub mod resources;
 pub mod runner;
 pub mod schedule_one;
 pub mod scores;
+pub mod storage;
 pub mod taints;
 pub mod topology_spread;
+pub mod volume_restrictions;
+pub mod volume_zone;
+pub mod volumebinding;
+pub mod volumes;
 
 /// kube-scheduler's default name (`v1.DefaultSchedulerName`), the `schedulerName` the API server
 /// defaults pods to.

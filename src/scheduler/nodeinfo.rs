@@ -131,6 +131,10 @@ pub struct PodAccount {
     pub terminating: bool,
     /// Pod affinity and anti-affinity terms (InterPodAffinity), `None` for most pods.
     pub affinity: Option<Arc<super::interpod_affinity::PodAffinityTerms>>,
+    /// Claim names of its `persistentVolumeClaim` volumes (`NodeInfo.PVCRefCounts`).
+    pub pvcs: Vec<String>,
+    /// Its GCE PD, AWS EBS, iSCSI and RBD volumes (VolumeRestrictions), usually none.
+    pub disks: Vec<k8s_openapi::api::core::v1::Volume>,
 }
 
 impl PodAccount {
@@ -160,6 +164,8 @@ impl PodAccount {
             terminating_by_preemption: by_preemption,
             terminating: pod.metadata.deletion_timestamp.is_some(),
             affinity: super::interpod_affinity::PodAffinityTerms::of(pod),
+            pvcs: super::volume_restrictions::claim_names(pod),
+            disks: super::volume_restrictions::disk_volumes(pod),
         }
     }
 }

@@ -51,6 +51,9 @@ pub struct QueuedPod {
     /// When the pod first entered the queue.
     pub initial: Instant,
     pub location: Where,
+    /// The plugins that rejected the pod in its last attempt (`UnschedulablePlugins`), which
+    /// the queueing hints of storage events consult; empty when unknown.
+    pub unschedulable_plugins: Vec<&'static str>,
     seq: u64,
 }
 
@@ -205,6 +208,7 @@ impl SchedulingQueue {
                 timestamp: now,
                 initial: now,
                 location: loc,
+                unschedulable_plugins: Vec::new(),
                 seq: 0,
             },
         );
@@ -344,6 +348,11 @@ impl SchedulingQueue {
     /// The attempt found no node. The pod is parked as unschedulable, or backs off if a move
     /// request (a cluster event that could help) arrived while it was being scheduled.
     pub fn done_unschedulable(&mut self, uid: &str, now: Instant) {
+        self.done_unschedulable_by(uid, Vec::new(), now);
+    }
+
+    /// [`SchedulingQueue::done_unschedulable`], remembering the plugins that rejected the pod.
+    pub fn done_unschedulable_by(&mut self, uid: &str, plugins: Vec<&'static str>, now: Instant) {
         let move_request_cycle = self.move_request_cycle;
         let Some(p) = self.pods.get_mut(uid) else {
             return;
@@ -351,6 +360,7 @@ impl SchedulingQueue {
         let Where::InFlight(cycle) = p.location else {
             return;
         };
+        p.unschedulable_plugins = plugins;
         p.unschedulable_count += 1;
         p.consecutive_errors = 0;
         p.timestamp = now;
@@ -377,6 +387,7 @@ impl SchedulingQueue {
                     timestamp: now,
                     initial: now,
                     location: Where::InFlight(self.scheduling_cycle),
+                    unschedulable_plugins: Vec::new(),
                     seq: 0,
                 },
             );
@@ -385,6 +396,7 @@ impl SchedulingQueue {
             return;
         };
         p.consecutive_errors += 1;
+        p.unschedulable_plugins.clear();
         p.timestamp = now;
         self.place(uid, Where::ErrorBackoff);
     }
@@ -455,6 +467,7 @@ mod tests {
             timestamp: Instant::now(),
             initial: Instant::now(),
             location: Where::Active,
+            unschedulable_plugins: Vec::new(),
             seq: 0,
         };
         let d = |n: u32| {

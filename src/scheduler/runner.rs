@@ -3,6 +3,9 @@
 //! (`ScheduleOne`), and bindings, events and status updates go to the API server in background
 //! tasks (`bindingCycle`, `DefaultBinder`, `handleSchedulingFailure`), so that the next pod is
 //! scheduled while the previous one is being bound; the assumed-pod cache keeps the two apart.
+//! The volume plugins' watches, Reserve and PreBind are in [`volume_io`].
+
+mod volume_io;
 
 use super::cache::Cache;
 use super::events::{self, Recorder};
@@ -13,7 +16,9 @@ use super::nodeinfo::PodAccount;
 use super::preemption::{Candidate, Nominator, Pdb};
 use super::queue::{QueuedPod, SchedulingQueue};
 use super::schedule_one::{schedule, ScheduleError, SearchState};
+use super::storage::Storage;
 use super::topology_spread::{default_selector, pod_change_may_help, SpreadConstraints};
+use super::volumebinding::assume::Assumed;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -43,6 +48,9 @@ pub struct Config {
     pub hostname: String,
     /// Bindings in flight at once.
     pub bind_concurrency: usize,
+    /// How long PreBind waits for the pod's claims to be bound (kube-scheduler's
+    /// `VolumeBindingArgs.bindTimeoutSeconds`, 600 s by default).
+    pub volume_bind_timeout: Duration,
 }
 
 struct State {
@@ -54,6 +62,8 @@ struct State {
     /// PodDisruptionBudgets by `namespace/name`, and the same as a list for the algorithm.
     pdbs: BTreeMap<String, Pdb>,
     pdb_list: Vec<Pdb>,
+    /// Claims, volumes and classes, with what Reserve assumed of them.
+    storage: Storage,
 }
 
 /// Shared between the watch tasks, the loop and the binders.
@@ -441,7 +451,7 @@ fn report_failure(
     });
 }
 
-async fn bind(shared: Arc<Shared>, pod: Arc<Pod>, node: String) {
+async fn bind(shared: Arc<Shared>, pod: Arc<Pod>, node: String, volumes: Option<Assumed>) {
     let uid = uid_of(&pod);
     let name = pod.metadata.name.clone().unwrap_or_default();
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
@@ -470,6 +480,10 @@ async fn bind(shared: Arc<Shared>, pod: Arc<Pod>, node: String) {
             let gone = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
             {
                 let mut st = shared.state.lock().unwrap();
+                if let Some(a) = &volumes {
+                    // Unreserve
+                    super::volumebinding::assume::revert(a, &mut st.storage);
+                }
                 st.cache.forget(&uid);
                 if !gone {
                     st.queue.done_error(&uid, Some(pod.clone()), now);
@@ -605,6 +619,7 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
             nominator: Nominator::new(),
             pdbs: BTreeMap::new(),
             pdb_list: Vec::new(),
+            storage: Storage::default(),
         }),
         wake: Notify::new(),
         recorder,
@@ -615,17 +630,20 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
     let (pdbs_tx, mut pdbs_rx) = watch::channel(false);
     let (lister_tasks, listers_synced) =
         start_listers(shared.client.clone(), shared.listers.clone());
+    let (storage_tasks, storage_synced) = volume_io::start_watches(&shared);
     let mut watchers = vec![
         tokio::spawn(watch_nodes(shared.clone(), nodes_tx)),
         tokio::spawn(watch_pods(shared.clone(), pods_tx)),
         tokio::spawn(watch_pdbs(shared.clone(), pdbs_tx)),
     ];
     watchers.extend(lister_tasks);
+    watchers.extend(storage_tasks);
     let synced = async {
         let _ = nodes_rx.wait_for(|s| *s).await;
         let _ = pods_rx.wait_for(|s| *s).await;
         let _ = pdbs_rx.wait_for(|s| *s).await;
         listers_synced.await;
+        storage_synced.await;
     };
     tokio::select! {
         _ = cancel.cancelled() => {
@@ -691,12 +709,14 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
                 search,
                 nominator,
                 pdb_list,
+                storage,
                 ..
             } = &mut *st;
             if sp.nominated_node_name.is_none() {
                 sp.nominated_node_name = nominator.node_of(&uid).map(str::to_string);
             }
             let nodes = cache.snapshot();
+            sp.volumes = super::volumes::pre_filter(&pod, &sp, storage, &nodes);
             schedule(&sp, &nodes, nominator, pdb_list, search, &mut rng)
         };
         match result {
@@ -705,34 +725,81 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
                 if let Some(spec) = assumed.spec.as_mut() {
                     spec.node_name = Some(placement.node.clone());
                 }
-                {
+                let reserved = {
                     let mut st = shared.state.lock().unwrap();
-                    st.cache.assume(&assumed, &placement.node);
-                    st.queue.done_scheduled(&uid);
-                    st.nominator.remove(&uid);
-                }
+                    match volume_io::reserve(&sp, &pod, &placement.node, &mut st) {
+                        Ok(v) => {
+                            st.cache.assume(&assumed, &placement.node);
+                            st.queue.done_scheduled(&uid);
+                            st.nominator.remove(&uid);
+                            Ok(v)
+                        }
+                        Err(e) => {
+                            st.queue.done_error(&uid, None, Instant::now());
+                            st.nominator.remove(&uid);
+                            Err(e)
+                        }
+                    }
+                };
+                let volumes = match reserved {
+                    Ok(v) => v,
+                    Err(message) => {
+                        tracing::warn!(pod = %key(&pod), node = %placement.node, err = %message,
+                            "error scheduling pod; retrying");
+                        report_failure(&shared, &pod, "SchedulerError", message, Nomination::Clear);
+                        continue;
+                    }
+                };
                 tracing::debug!(pod = %key(&pod), node = %placement.node,
                     evaluated = placement.evaluated, feasible = placement.feasible,
                     micros = started.elapsed().as_micros() as u64, "pod assumed");
+                if let Some(a) = volumes {
+                    // the volumes bind first (PreBind), for up to the bind timeout: no bind slot
+                    // is held meanwhile
+                    tracker.spawn(volume_io::binding_cycle(
+                        shared.clone(),
+                        bind_slots.clone(),
+                        pod,
+                        placement.node,
+                        a,
+                    ));
+                    continue;
+                }
                 let permit = tokio::select! {
                     _ = cancel.cancelled() => break,
                     p = bind_slots.clone().acquire_owned() => p.expect("semaphore is never closed"),
                 };
                 let shared = shared.clone();
                 tracker.spawn(async move {
-                    bind(shared, pod, placement.node).await;
+                    bind(shared, pod, placement.node, None).await;
                     drop(permit);
                 });
             }
             Err(err) => {
                 let message = err.message();
+                if let ScheduleError::Error(_) = &err {
+                    shared
+                        .state
+                        .lock()
+                        .unwrap()
+                        .queue
+                        .done_error(&uid, None, Instant::now());
+                    tracing::warn!(pod = %key(&pod), err = %message, "error scheduling pod; retrying");
+                    report_failure(&shared, &pod, "SchedulerError", message, Nomination::Keep);
+                    continue;
+                }
                 let (preemption, clear) = match &err {
                     ScheduleError::Fit(f) => (f.preemption.clone(), f.clear_nomination),
-                    ScheduleError::NoNodes => (None, true),
+                    ScheduleError::NoNodes | ScheduleError::Error(_) => (None, true),
+                };
+                let rejectors = match &err {
+                    ScheduleError::Fit(f) => f.plugins(),
+                    _ => Vec::new(),
                 };
                 {
                     let mut st = shared.state.lock().unwrap();
-                    st.queue.done_unschedulable(&uid, Instant::now());
+                    st.queue
+                        .done_unschedulable_by(&uid, rejectors, Instant::now());
                     if let Some(c) = &preemption {
                         let cleared = st.nominator.lower_priority_on(&c.node, sp.priority);
                         for (u, _, _) in &cleared {
@@ -751,7 +818,7 @@ pub async fn run(client: kube::Client, cfg: Config, cancel: CancellationToken) {
                 }
                 let plugins = match &err {
                     ScheduleError::Fit(f) => f.plugins().join(","),
-                    ScheduleError::NoNodes => String::new(),
+                    ScheduleError::NoNodes | ScheduleError::Error(_) => String::new(),
                 };
                 let nomination = match (&preemption, clear) {
                     (Some(c), _) => {

@@ -126,6 +126,9 @@ pub enum ScheduleError {
     NoNodes,
     /// No node fits.
     Fit(FitError),
+    /// A plugin failed (not a rejection): the pod backs off and is retried; the message is
+    /// kube-scheduler's (`running PreFilter plugin "VolumeBinding": ...`).
+    Error(String),
 }
 
 impl ScheduleError {
@@ -134,6 +137,7 @@ impl ScheduleError {
         match self {
             ScheduleError::NoNodes => ERR_NO_NODES.to_string(),
             ScheduleError::Fit(f) => f.message(),
+            ScheduleError::Error(e) => e.clone(),
         }
     }
 }
@@ -190,6 +194,23 @@ pub fn schedule(
             return Err(ScheduleError::Fit(fe));
         }
     }
+    // the volume plugins' PreFilters (after NodeAffinity's, before PodTopologySpread's)
+    if let Some(rej) = pod.volumes.as_ref().and_then(|v| v.rejection.clone()) {
+        if rej.code == Code::Error {
+            return Err(ScheduleError::Error(rej.reasons.join(", ")));
+        }
+        let mut fe = FitError {
+            num_all_nodes: n,
+            pre_filter_msg: Some(rej.reasons.join(", ")),
+            statuses: Vec::new(),
+            absent: Some(rej),
+            post_filter_msg: None,
+            preemption: None,
+            clear_nomination: false,
+        };
+        post_filter(&mut fe, pod, nodes, nominator, pdbs, rng);
+        return Err(ScheduleError::Fit(fe));
+    }
     let candidates: Vec<&NodeInfo> = match restrict {
         Some(names) => nodes
             .iter()
@@ -229,6 +250,10 @@ pub fn schedule(
     }
     let processed = feasible.len() + statuses.len();
     state.next_start_node_index = (start + processed) % n;
+    // a plugin error fails the attempt (`findNodesThatPassFilters` returns it)
+    if let Some((_, r)) = statuses.iter().find(|(_, r)| r.code == Code::Error) {
+        return Err(ScheduleError::Error(r.reasons.join(", ")));
+    }
 
     if feasible.is_empty() {
         let mut fe = FitError {

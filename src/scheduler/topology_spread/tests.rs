@@ -284,6 +284,7 @@ fn filtered(p: &SchedPod, nodes: &[NodeInfo]) -> Vec<Option<&'static str>> {
             st.filter(p, n).map(|r| match r.code {
                 Code::Unschedulable => "skew",
                 Code::UnschedulableAndUnresolvable => "label",
+                Code::Error => "error",
             })
         })
         .collect()

@@ -18,6 +18,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// VolumeRestrictions, VolumeBinding and VolumeZone with claims, volumes and classes.
+mod volumes;
+
 /// Serializes the tests that depend on the number of nodes.
 static NODES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 

@@ -66,7 +66,10 @@ step_pki() {
   gen_cert admin "/O=system:masters/CN=kubernetes-admin" clientAuth
   gen_cert controller-manager "/CN=system:kube-controller-manager" clientAuth
   # deckhand-scheduler: the built-in system:kube-scheduler RBAC (bindings, pods/status, events,
-  # the kube-system/kube-scheduler Lease) applies to this user name
+  # the kube-system/kube-scheduler Lease) applies to this user name, and so does the API server's
+  # bootstrap ClusterRoleBinding system:volume-scheduler (persistentvolumes and
+  # persistentvolumeclaims get/list/watch/update/patch, storageclasses get/list/watch), which
+  # VolumeBinding's PreBind needs
   gen_cert scheduler "/CN=system:kube-scheduler" clientAuth
   gen_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
   gen_cert node "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth

@@ -592,6 +592,23 @@ mod tests {
     }
 
     #[test]
+    fn the_rejecting_plugins_are_kept_for_the_queueing_hints_and_cleared_by_an_error() {
+        let t0 = Instant::now();
+        let mut q = SchedulingQueue::new();
+        q.add(pod("a", 0), t0);
+        let p = q.pop(t0).unwrap();
+        q.done_unschedulable_by(&p.uid, vec!["VolumeBinding"], t0);
+        assert_eq!(q.get("a").unwrap().unschedulable_plugins, ["VolumeBinding"]);
+        let moved = q.move_unschedulable(t0 + Duration::from_secs(2), |qp| {
+            qp.unschedulable_plugins.contains(&"VolumeBinding")
+        });
+        assert_eq!(moved, 1);
+        let p = q.pop(t0 + Duration::from_secs(2)).unwrap();
+        q.done_error(&p.uid, None, t0 + Duration::from_secs(2));
+        assert!(q.get("a").unwrap().unschedulable_plugins.is_empty());
+    }
+
+    #[test]
     fn deleted_pods_are_never_popped() {
         let t0 = Instant::now();
         let mut q = SchedulingQueue::new();

@@ -46,5 +46,6 @@ mod scheduler;
 mod server;
 mod standalone;
 mod static_pods;
+mod storage;
 mod userns;
 mod vm;

@@ -242,7 +242,10 @@ fn the_vm_node_was_joined_by_kubeadm_and_runs_deckhand_as_kubelet_service() {
         ("node memory", &summary["node"]["memory"]["psi"]),
         ("node io", &summary["node"]["io"]["psi"]),
     ] {
-        assert!(psi["some"]["total"].is_u64() && psi["full"]["avg10"].is_f64(), "{what}: {psi}");
+        assert!(
+            psi["some"]["total"].is_u64() && psi["full"]["avg10"].is_f64(),
+            "{what}: {psi}"
+        );
     }
     // the QoS slices, started by systemd with the Go kubelet's properties
     for (slice, weight) in [
